@@ -119,11 +119,12 @@ def enumerate_rules(
         ``k`` cells in total, ``k`` attributes per record, or ``k`` records
         per attribute.
 
-    Yields
-    ------
-    pandas.DataFrame
-        Each rule once, with the labels of ``records``; :func:`count_rules`
-        tells how many there are.
+    Returns
+    -------
+    iterator of pandas.DataFrame
+        Each rule once, with the labels of ``records`` (arguments are checked
+        at the call, rules are built lazily); :func:`count_rules` tells how
+        many there are.
 
     Examples
     --------
@@ -135,8 +136,10 @@ def enumerate_rules(
     """
     records = check_records(records)
     k = _check_family(records, k, family)
-    for mask in _masks(*records.shape, k, family):
-        yield pd.DataFrame(mask, index=records.index, columns=records.columns)
+    return (
+        pd.DataFrame(mask, index=records.index, columns=records.columns)
+        for mask in _masks(*records.shape, k, family)
+    )
 
 
 def random_rule(

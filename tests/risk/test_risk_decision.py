@@ -1,0 +1,132 @@
+"""Bayes risk, minimax, rule families and the exhaustive optimal rule."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pymc_unbounded_dp import risk
+
+ONE = risk.constant(1.0)
+
+
+@pytest.fixture
+def records():
+    return pd.DataFrame({"age": [30, 40], "zip": ["A", "B"]}, index=["r1", "r2"])
+
+
+@pytest.fixture
+def dictionaries():
+    d1 = pd.DataFrame({"age": [30, 30, 30, 40], "zip": ["A", "B", "C", "B"]})
+    d2 = pd.DataFrame({"age": [30, 40, 40, 40], "zip": ["A", "A", "B", "C"]})
+    return [d1, d2]
+
+
+def make_rule(records, rows):
+    return pd.DataFrame(
+        {c: [c in row for row in rows] for c in records.columns}, index=records.index
+    )
+
+
+# Hand risks with Phi = 1 (rows: rule, columns: d1, d2):
+#   A: both disclose age        r1 30 -> 1/3 | 1 ; r2 40 -> 1 | 1/3      -> 2/3, 2/3
+#   B: both disclose zip        r1 A  -> 1 | 1/2 ; r2 B  -> 1/2 | 1      -> 3/4, 3/4
+#   C: r1 age, r2 zip           r1 -> 1/3 | 1   ; r2 -> 1/2 | 1          -> 5/12, 1
+#   D: r1 zip, r2 age           r1 -> 1 | 1/2   ; r2 -> 1 | 1/3          -> 1, 5/12
+RULES = {
+    "A": (("age",), ("age",)),
+    "B": (("zip",), ("zip",)),
+    "C": (("age",), ("zip",)),
+    "D": (("zip",), ("age",)),
+}
+HAND = {"A": (2 / 3, 2 / 3), "B": (3 / 4, 3 / 4), "C": (5 / 12, 1.0), "D": (1.0, 5 / 12)}
+
+
+def test_risks_by_hand(records, dictionaries):
+    for name, rows in RULES.items():
+        rule = make_rule(records, rows)
+        got = [risk.risk(records, rule, d, ONE) for d in dictionaries]
+        assert got == pytest.approx(HAND[name]), name
+
+
+def test_minimax_rule_by_hand(records, dictionaries):
+    order = ["C", "B", "A", "D"]
+    rules = [make_rule(records, RULES[name]) for name in order]
+    result = risk.minimax_rule(records, rules, dictionaries, ONE)
+    assert result.index == 2
+    assert result.worst_risk == pytest.approx(2 / 3)
+    assert result.rule.equals(rules[2])
+    assert result.risks.to_numpy() == pytest.approx(np.array([HAND[name] for name in order]))
+
+
+def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
+    rule = make_rule(records, RULES["C"])
+    # 0.75 * 5/12 + 0.25 * 1 = 9/16: rule C is Bayes-optimal for this prior, not minimax
+    result = risk.bayes_risk(records, rule, dictionaries, [0.75, 0.25], ONE)
+    assert result.estimate == pytest.approx(9 / 16)
+    assert result.std_error == 0.0
+    minimax = risk.bayes_risk(records, make_rule(records, RULES["A"]), dictionaries, [0.75, 0.25], ONE)
+    assert minimax.estimate == pytest.approx(2 / 3)
+
+
+def test_bayes_risk_sampler(records, dictionaries):
+    rule = make_rule(records, RULES["C"])
+
+    def sampler(rng):
+        return dictionaries[0] if rng.random() < 0.75 else dictionaries[1]
+
+    result = risk.bayes_risk(records, rule, sampler, None, ONE, n_samples=400, seed=11)
+    # the same draws by hand: mean and standard error of the risks
+    rng = np.random.default_rng(11)
+    draws = np.array([risk.risk(records, rule, sampler(rng), ONE) for _ in range(400)])
+    assert result.estimate == pytest.approx(draws.mean())
+    assert result.std_error == pytest.approx(draws.std(ddof=1) / 20)
+    assert result.std_error > 0
+    assert abs(result.estimate - 9 / 16) < 4 * result.std_error
+    again = risk.bayes_risk(records, rule, sampler, None, ONE, n_samples=400, seed=11)
+    assert again == result
+
+
+def test_optimal_rule_by_hand(records, dictionaries):
+    best = risk.optimal_rule(records, dictionaries[0], ONE, 1, "per_record")
+    assert best.risk == pytest.approx(5 / 12)
+    assert best.rule.equals(make_rule(records, RULES["C"]))
+    assert best.n_rules == 4
+    # one cell in total; the undisclosed record matches all 4 entries (loss 1/4):
+    # r1 age (1/3 + 1/4) / 2 = 7/24 is best; r2 zip gives 3/8, r1 zip and r2 age 5/8
+    best = risk.optimal_rule(records, dictionaries[0], ONE, 1, "total")
+    assert best.risk == pytest.approx(7 / 24)
+    assert best.rule.equals(make_rule(records, (("age",), ())))
+
+
+FAMILY_CASES = [
+    ("total", 2, lambda mask, k: mask.sum() == k),
+    ("per_record", 2, lambda mask, k: (mask.sum(axis=1) == k).all()),
+    ("per_attribute", 2, lambda mask, k: (mask.sum(axis=0) == k).all()),
+    ("per_record", 0, lambda mask, k: not mask.any()),
+]
+
+
+@pytest.mark.parametrize("family, k, holds", FAMILY_CASES)
+def test_enumerate_rules_lists_each_rule_of_the_family_once(family, k, holds):
+    records = pd.DataFrame(np.zeros((4, 3)), columns=["a", "b", "c"], index=list("wxyz"))
+    rules = list(risk.enumerate_rules(records, k, family))
+    masks = {rule.to_numpy().tobytes() for rule in rules}
+    assert len(rules) == len(masks) == risk.count_rules(records, k, family)
+    assert all(holds(rule.to_numpy(), k) for rule in rules)
+    assert all(rule.index.equals(records.index) for rule in rules)
+    # the family is complete: every boolean table satisfying the constraint is listed
+    everything = itertools.product([False, True], repeat=12)
+    members = [m for m in everything if holds(np.array(m).reshape(4, 3), k)]
+    assert len(members) == len(rules)
+
+
+@pytest.mark.parametrize("family, k, holds", FAMILY_CASES)
+def test_random_rule_belongs_to_the_family(family, k, holds):
+    records = pd.DataFrame(np.zeros((5, 4)), columns=list("abcd"))
+    draws = [risk.random_rule(records, k, family, seed=s).to_numpy() for s in range(20)]
+    assert all(holds(mask, k) for mask in draws)
+    assert np.array_equal(draws[3], risk.random_rule(records, k, family, seed=3).to_numpy())
+    if k:
+        assert len({mask.tobytes() for mask in draws}) > 10
