@@ -1,0 +1,489 @@
+"""PyMC building blocks for privatized data: latent records, noisy sums and a latent sample size.
+
+Each block registers ordinary PyMC variables in the model on the context stack and records what it
+is in a per-model registry, which :mod:`pymc_unbounded_dp._compile` reads:
+
+* :func:`Records` registers an *observed* variable whose data is a resizable container. The
+  augmentation step imputes that container; PyMC's point holds only the parameters (and ``n``).
+* :func:`PrivatizedSum` registers the noisy release ``s_dp = sum_i t(x_i) + e`` as an observed
+  variable whose density is the mechanism's, centred on the sum of the statistic.
+* :func:`SampleSize` registers the latent ``n`` (a free discrete variable with its prior) and its
+  noisy release ``n_dp``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.distributions.shape_utils import change_dist_size
+from pymc.model import modelcontext
+from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.replace import clone_replace
+from pytensor.tensor.random.op import RandomVariable
+from pytensor.tensor.variable import TensorVariable
+
+from pymc_unbounded_dp._graph import depends_on, quick_draw, quick_function, with_record_count
+from pymc_unbounded_dp.mechanisms import Mechanism
+
+__all__ = ["Records", "PrivatizedSum", "SampleSize"]
+
+#: Rows drawn to check a statistic at model-build time.
+_CHECK_ROWS = 5
+
+
+@dataclass(frozen=True)
+class RecordsSpec:
+    """A registered record variable."""
+
+    name: str
+    rv: TensorVariable
+    data: SharedVariable
+    n: int | TensorVariable
+
+
+@dataclass(frozen=True)
+class SumSpec:
+    """A registered privatized sum: per-record statistic (leading record axis) and its release."""
+
+    name: str
+    statistic: TensorVariable
+    mechanism: Mechanism
+    release_rv: TensorVariable
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SampleSizeSpec:
+    """A registered latent sample size and its noisy release."""
+
+    name: str
+    rv: TensorVariable
+    mechanism: Mechanism
+    release_rv: TensorVariable
+    initial: int
+
+
+@dataclass
+class ModelBlocks:
+    """The privacy blocks of one model, in creation order."""
+
+    records: list[RecordsSpec] = field(default_factory=list)
+    sums: list[SumSpec] = field(default_factory=list)
+    sample_sizes: list[SampleSizeSpec] = field(default_factory=list)
+
+    def sample_size_of(self, rv) -> SampleSizeSpec | None:
+        return next((s for s in self.sample_sizes if s.rv is rv), None)
+
+
+_BLOCKS: weakref.WeakKeyDictionary[pm.Model, ModelBlocks] = weakref.WeakKeyDictionary()
+
+
+def model_blocks(model: pm.Model) -> ModelBlocks:
+    """The privacy blocks registered in ``model`` (empty if none)."""
+    return _BLOCKS.setdefault(model, ModelBlocks())
+
+
+def observed_value(model: pm.Model, rv: TensorVariable) -> np.ndarray:
+    """Current value of an observed variable's data (follows ``pm.set_data``)."""
+    value = model.rvs_to_values[rv]
+    if isinstance(value, SharedVariable):
+        return np.asarray(value.get_value())
+    return np.asarray(value.data if hasattr(value, "data") else value.eval())
+
+
+def _check_name(name, model: pm.Model, owner: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{owner}: `name` must be a non-empty string, got {name!r}.")
+    if name in model.named_vars:
+        raise ValueError(f"{owner}: the model already has a variable named {name!r}.")
+    return name
+
+
+def _check_unregistered_dist(dist, model: pm.Model, owner: str, argument: str) -> None:
+    if not isinstance(dist, TensorVariable) or dist.owner is None:
+        raise TypeError(
+            f"{owner}: `{argument}` must be an unregistered PyMC distribution such as "
+            f"pm.Normal.dist(mu, sigma), got {dist!r}."
+        )
+    if not isinstance(dist.owner.op, RandomVariable | pm.distributions.SymbolicRandomVariable):
+        raise TypeError(
+            f"{owner}: `{argument}` must be a random variable made with `.dist(...)`, "
+            f"got an expression built by {dist.owner.op}."
+        )
+    if dist in model.basic_RVs:
+        raise ValueError(
+            f"{owner}: `{argument}` is already a model variable ({dist.name!r}); pass an "
+            "unregistered distribution made with `.dist(...)` instead."
+        )
+
+
+def _check_observed(observed, owner: str) -> np.ndarray:
+    value = observed.get_value() if isinstance(observed, SharedVariable) else observed
+    try:
+        value = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{owner}: `observed` must be numeric, got {observed!r}.") from None
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{owner}: `observed` contains NaN or infinite values: {value}.")
+    return value
+
+
+def _register_release(model, name, total, mechanism: Mechanism, observed) -> TensorVariable:
+    """Register ``observed ~ total + noise`` as an observed variable with the mechanism's density."""
+
+    def logp(value, total):
+        return mechanism.logp(value - total)
+
+    def random(total, rng=None, size=None):
+        total = np.asarray(total)
+        return total + mechanism._simulate(rng, size if size is not None else total.shape)
+
+    with model:
+        return pm.CustomDist(
+            name,
+            total,
+            logp=logp,
+            random=random,
+            observed=observed,
+            dtype="int64" if mechanism.discrete else "float64",
+        )
+
+
+def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None) -> TensorVariable:
+    """Latent confidential records ``x_1, ..., x_n ~ dist`` (independent given the parameters).
+
+    Parameters
+    ----------
+    name : str
+        Name of the record variable.
+    dist : TensorVariable
+        An unregistered PyMC distribution of **one record** (e.g. ``pm.Normal.dist(mu, 1)``); its
+        shape is the record's shape. Its parameters may be model parameters, or other ``Records``
+        used row-wise (e.g. ``pm.Normal.dist(X @ beta, sigma)`` for ``y | X``), in which case the
+        leading axis of ``dist`` is the record axis.
+    n : int or TensorVariable
+        The number of records: a known non-negative integer (bounded DP) or the variable returned by
+        :func:`SampleSize` (unbounded DP).
+    model : pm.Model, optional
+        Defaults to the model on the context stack.
+
+    Returns
+    -------
+    TensorVariable
+        The records, with a leading record axis of length ``n``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model():
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=50)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
+    """
+    model = modelcontext(model)
+    name = _check_name(name, model, "Records")
+    _check_unregistered_dist(dist, model, "Records", "dist")
+    blocks = model_blocks(model)
+    sample_size = _check_n(n, blocks)
+    n_rows = sample_size.initial if sample_size is not None else int(n)
+
+    parents = depends_on(dist, [r.rv for r in blocks.records])
+    if parents:
+        # Row-wise dependence on other records: the record axis is already there.
+        parent_rows = blocks.records[0].data.get_value().shape[0]
+        conditional = clone_replace(dist, {r.rv: r.data for r in blocks.records})
+        (initial,) = quick_draw([conditional], seed=_stable_seed(name))
+        if initial.ndim == 0 or initial.shape[0] != parent_rows:
+            raise ValueError(
+                f"Records({name!r}): `dist` depends on other records, so its leading axis must be "
+                f"the record axis of length {parent_rows}; got shape {initial.shape}. Build its "
+                "parameters row-wise from the parent records (e.g. `X @ beta`)."
+            )
+    else:
+        rows = pt.constant(n_rows, dtype="int64")
+        (initial,) = quick_draw(
+            [change_dist_size(dist, new_size=(rows,), expand=True)], seed=_stable_seed(name)
+        )
+    data = pytensor.shared(np.ascontiguousarray(initial), name=f"{name}_records")
+    rv = dist if parents else change_dist_size(dist, new_size=(data.shape[0],), expand=True)
+    rv = model.register_rv(rv, name, observed=data)
+    blocks.records.append(RecordsSpec(name=name, rv=rv, data=data, n=n))
+    return rv
+
+
+def _stable_seed(name: str) -> int:
+    return sum((i + 1) * ord(c) for i, c in enumerate(name)) % (2**31)
+
+
+def _check_n(n, blocks: ModelBlocks) -> SampleSizeSpec | None:
+    sample_size = blocks.sample_size_of(n) if isinstance(n, TensorVariable) else None
+    if isinstance(n, TensorVariable) and sample_size is None:
+        raise TypeError(
+            "Records: `n` must be a non-negative integer or the variable returned by "
+            "pmdp.SampleSize(...) in this model; got another tensor."
+        )
+    if sample_size is None:
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral | float):
+            raise TypeError(f"Records: `n` must be a non-negative integer, got {n!r}.")
+        if isinstance(n, float) and n != int(n) or n < 0:
+            raise ValueError(f"Records: `n` must be a non-negative integer, got {n!r}.")
+        n = int(n)
+    for other in blocks.records:
+        same = other.n is n if sample_size is not None else other.n == n
+        if not same:
+            raise ValueError(
+                f"Records: `n`={_describe_n(n)} differs from `n`={_describe_n(other.n)} of records "
+                f"{other.name!r}; all Records of a model share one sample size (pass the same int or "
+                "the same SampleSize variable)."
+            )
+    return sample_size
+
+
+def _describe_n(n) -> str:
+    return f"SampleSize {n.name!r}" if isinstance(n, TensorVariable) else str(n)
+
+
+def PrivatizedSum(
+    name: str,
+    statistic: TensorVariable,
+    mechanism: Mechanism,
+    observed,
+    *,
+    model: pm.Model | None = None,
+) -> TensorVariable:
+    """The noisy release ``observed = sum_i statistic[i] + noise`` of a record-additive statistic.
+
+    Parameters
+    ----------
+    name : str
+        Name of the released variable.
+    statistic : TensorVariable
+        An expression of :func:`Records` variables that keeps the leading record axis, one row per
+        record (clamping with ``pt.clip``, products of record variables and ``pt.stack`` of several
+        statistics along a trailing axis are all fine). It is summed over records here.
+    mechanism : Mechanism
+        The noise added to each coordinate of the sum, e.g. ``pmdp.Laplace(epsilon=1.0)``.
+    observed : array_like or pm.Data
+        The released value, shaped like ``statistic[0]``.
+    model : pm.Model, optional
+
+    Returns
+    -------
+    TensorVariable
+        The observed release variable.
+
+    Examples
+    --------
+    >>> import pymc as pm, pytensor.tensor as pt
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model():
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=100)
+    ...     clamped = pt.clip(x, -3, 3)
+    ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+    ...                            observed=[4.1, 98.0])
+    """
+    owner = f"PrivatizedSum({name!r})"
+    model = modelcontext(model)
+    name = _check_name(name, model, "PrivatizedSum")
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(
+            f"{owner}: `mechanism` must be a pmdp mechanism such as pmdp.Laplace(epsilon=1.0), "
+            f"got {mechanism!r}."
+        )
+    blocks = model_blocks(model)
+    statistic = _check_statistic(statistic, blocks, model, owner)
+    observed_array = _check_observed(observed, owner)
+    shape = tuple(_record_statistic_value(statistic, blocks, owner).shape[1:])
+    if observed_array.shape != shape:
+        raise ValueError(
+            f"{owner}: `observed` has shape {observed_array.shape} but one record's statistic has "
+            f"shape {shape}; they must match (the statistic is summed over the record axis)."
+        )
+    if mechanism.discrete:
+        if not (statistic.dtype.startswith(("int", "uint")) or statistic.dtype == "bool"):
+            raise ValueError(
+                f"{owner}: `mechanism` {type(mechanism).__name__} works on the integers but the "
+                f"statistic has dtype {statistic.dtype}; use an integer statistic or a continuous "
+                "mechanism (Laplace, Gaussian)."
+            )
+        if np.any(observed_array != np.round(observed_array)):
+            raise ValueError(
+                f"{owner}: `observed` must be integer-valued for {type(mechanism).__name__}."
+            )
+    if statistic.dtype == "bool":
+        statistic = statistic.astype("int64")
+    release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed)
+    blocks.sums.append(
+        SumSpec(name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape)
+    )
+    return release
+
+
+def _check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str):
+    if not isinstance(statistic, TensorVariable):
+        try:
+            statistic = pt.as_tensor_variable(statistic)
+        except (TypeError, ValueError):
+            raise TypeError(f"{owner}: `statistic` must be a tensor expression of Records.") from None
+    record_rvs = [r.rv for r in blocks.records]
+    if not depends_on(statistic, record_rvs):
+        raise ValueError(
+            f"{owner}: `statistic` does not depend on any pmdp.Records variable of this model; "
+            "build it from the records, e.g. `pt.clip(x, 0, 1)`."
+        )
+    parameters = depends_on(statistic, model.free_RVs, blockers=record_rvs)
+    if parameters:
+        names = ", ".join(repr(p.name) for p in parameters)
+        raise ValueError(
+            f"{owner}: `statistic` depends on model parameter(s) {names}; a released statistic "
+            "must be a function of the records only."
+        )
+    if statistic.ndim == 0:
+        raise ValueError(
+            f"{owner}: `statistic` must keep the leading record axis (one row per record); got a "
+            "scalar. Pass the per-record statistic, PrivatizedSum sums it for you."
+        )
+    return statistic
+
+
+def _record_statistic_value(statistic, blocks: ModelBlocks, owner: str) -> np.ndarray:
+    """Draw a few records from the model and check that ``statistic`` is record-additive on them.
+
+    Record-additive means row ``i`` of the statistic depends on record ``i`` only: evaluated on
+    permuted or truncated records, the rows permute or truncate the same way.
+    """
+    record_rvs = [r.rv for r in blocks.records]
+    rows = pt.constant(_CHECK_ROWS, dtype="int64")
+    drawn = quick_draw(
+        with_record_count(record_rvs, [r.data for r in blocks.records], rows), seed=1
+    )
+    inputs = [rv.type() for rv in record_rvs]
+    fn = quick_function(inputs, [clone_replace(statistic, dict(zip(record_rvs, inputs)))])
+    (full,) = fn(*drawn)
+    full = np.asarray(full)
+    if full.ndim == 0 or full.shape[0] != _CHECK_ROWS:
+        raise ValueError(
+            f"{owner}: `statistic` must keep the leading record axis (one row per record); on "
+            f"{_CHECK_ROWS} records it has shape {full.shape}."
+        )
+    order = np.array([3, 0, 4, 1, 2])
+    permuted = np.asarray(fn(*[d[order] for d in drawn])[0])
+    truncated = np.asarray(fn(*[d[:2] for d in drawn])[0])
+    if not (
+        np.allclose(permuted, full[order], equal_nan=True)
+        and np.allclose(truncated, full[:2], equal_nan=True)
+    ):
+        raise ValueError(
+            f"{owner}: `statistic` is not record-additive: row i must depend on record i only "
+            "(no sums, means, sorting or centring across records inside the statistic)."
+        )
+    return full
+
+
+def SampleSize(
+    name: str,
+    n_dp,
+    mechanism: Mechanism,
+    prior: TensorVariable | None = None,
+    *,
+    model: pm.Model | None = None,
+) -> TensorVariable:
+    """The latent number of records ``n`` under unbounded DP, released as ``n_dp = n + noise``.
+
+    Parameters
+    ----------
+    name : str
+        Name of ``n`` in the model and the posterior. The release is registered as
+        ``f"{name}_dp"``.
+    n_dp : int or float
+        The released noisy count (may be negative).
+    mechanism : Mechanism
+        Noise on the count. Use :class:`DiscreteLaplace` or :class:`DiscreteGaussian` (exact
+        mechanisms for counts); :class:`Laplace` is accepted for compatibility with the reference
+        code, which released ``n`` with continuous Laplace noise.
+    prior : TensorVariable, optional
+        An unregistered discrete PyMC distribution for ``n`` (``pm.Poisson.dist(1000)``,
+        ``pm.NegativeBinomial.dist(...)``, ``pm.DiscreteUniform.dist(0, 5000)``, ...) whose support
+        lies in ``n >= 0``. ``None`` means the improper flat prior on ``n >= 0``.
+    model : pm.Model, optional
+
+    Returns
+    -------
+    TensorVariable
+        The latent ``n``; pass it as ``Records(..., n=...)``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model():
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     n = pmdp.SampleSize("n", n_dp=57, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
+    """
+    owner = f"SampleSize({name!r})"
+    model = modelcontext(model)
+    name = _check_name(name, model, "SampleSize")
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(
+            f"{owner}: `mechanism` must be a pmdp mechanism such as "
+            f"pmdp.DiscreteLaplace(epsilon=0.5), got {mechanism!r}."
+        )
+    n_dp_value = float(_check_observed(n_dp, owner.replace("observed", "n_dp")))
+    if mechanism.discrete and n_dp_value != round(n_dp_value):
+        raise ValueError(
+            f"{owner}: `n_dp`={n_dp} must be an integer for {type(mechanism).__name__}; use the "
+            "count as released, or a continuous mechanism if it was released with one."
+        )
+    if model_blocks(model).sample_sizes:
+        raise ValueError(
+            f"{owner}: the model already has SampleSize "
+            f"{model_blocks(model).sample_sizes[0].name!r}; all Records share one sample size."
+        )
+    if prior is None:
+        prior = pm.CustomDist.dist(
+            logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf), dtype="int64"
+        )
+    else:
+        _check_unregistered_dist(prior, model, owner, "prior")
+        if not prior.dtype.startswith(("int", "uint")) or prior.ndim != 0:
+            raise TypeError(
+                f"{owner}: `prior` must be a scalar discrete distribution such as "
+                f"pm.Poisson.dist(1000); got dtype {prior.dtype}, ndim {prior.ndim}."
+            )
+    initial = _initial_n(prior, n_dp_value, owner)
+    rv = model.register_rv(prior, name, initval=initial)
+    release = _register_release(model, f"{name}_dp", rv, mechanism, n_dp)
+    spec = SampleSizeSpec(
+        name=name, rv=rv, mechanism=mechanism, release_rv=release, initial=initial
+    )
+    model_blocks(model).sample_sizes.append(spec)
+    return rv
+
+
+def _initial_n(prior: TensorVariable, n_dp: float, owner: str) -> int:
+    """Check the prior's support and pick the supported ``n`` closest to ``n_dp``."""
+    top = int(max(2 * max(n_dp, 0.0), 1000.0)) + 1
+    candidates = np.concatenate([np.arange(-3, 0), np.arange(top)]).astype("int64")
+    (logp,) = quick_draw([pm.logp(prior, pt.as_tensor(candidates))])
+    logp = np.broadcast_to(logp, candidates.shape)
+    if np.any(np.isfinite(logp[:3])):
+        raise ValueError(
+            f"{owner}: `prior` gives positive probability to n < 0; use a distribution on "
+            "n >= 0 (Poisson, NegativeBinomial, DiscreteUniform(lower >= 0), ...)."
+        )
+    supported = candidates[3:][np.isfinite(logp[3:])]
+    if supported.size == 0:
+        raise ValueError(f"{owner}: `prior` has no support in 0..{top - 1}.")
+    return int(supported[np.argmin(np.abs(supported - math.floor(n_dp + 0.5)))])

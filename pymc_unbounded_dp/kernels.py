@@ -1,0 +1,296 @@
+r"""Record kernels: the record refresh and the birth/death moves over ``n``.
+
+Target (Awan, Barrientos & Ju 2024; Ju, Awan, Gong & Rao 2022)::
+
+    pi(theta, n, x | s_dp, n_dp) ∝ pi(theta) g(n) prod_i f(x_i | theta) eta_s(s_dp - T(x)) eta_n(n_dp - n)
+
+with ``T(x) = sum_i t(x_i)``. With ``theta`` fixed, one :func:`sweep` is
+
+1. a **refresh** of every record (systematic scan): propose ``x_i* ~ f(. | theta)`` and accept with
+   probability ``min(1, eta_s(r + t(x_i) - t(x_i*)) / eta_s(r))``, where ``r = s_dp - T`` is the
+   residual (``f`` cancels);
+2. under unbounded DP, ``K`` **birth/death** moves: with probability 1/2 a birth ``x* ~ f(.|theta)``
+   accepted with ``eta_s(r - t(x*)) / eta_s(r) * eta_n(n_dp - n - 1) / eta_n(n_dp - n) *
+   g(n + 1) / g(n)``, otherwise the death of a uniformly chosen record with the mirror ratio. A
+   death at ``n = 0`` (or where ``g(n - 1) = 0``) is rejected, so the move probabilities stay 1/2
+   everywhere and no proposal-ratio correction appears.
+
+The state is a :class:`RecordState` (BlackJAX style); its arrays are updated in place for speed.
+Proposals are drawn in one vectorised call and their statistics computed in the same call; the
+sequential accept/reject loops run in numba.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba as nb
+import numpy as np
+
+from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
+
+__all__ = ["RecordState", "SweepInfo", "init", "refresh", "birth_death", "sweep"]
+
+
+class RecordState(NamedTuple):
+    """What the next sweep needs. Buffers have spare rows; the first ``n`` are the records."""
+
+    records: tuple[np.ndarray, ...]
+    stats: np.ndarray
+    residual: np.ndarray
+    n: int
+
+    def active_records(self) -> list[np.ndarray]:
+        """Views of the ``n`` current records of each record variable."""
+        return [buffer[: self.n] for buffer in self.records]
+
+
+class SweepInfo(NamedTuple):
+    """Move counts of one sweep."""
+
+    refresh_accepted: int
+    refresh_proposed: int
+    births_accepted: int
+    births_proposed: int
+    deaths_accepted: int
+    deaths_proposed: int
+
+
+# --------------------------------------------------------------------------------------------------
+# compiled cores
+# --------------------------------------------------------------------------------------------------
+@nb.njit(cache=True, inline="always")
+def _log_density(x, shape_code, discrete, scale, log_normalizer):
+    """Log-density of one noise coordinate (see ``mechanisms.SHAPE_*``)."""
+    if discrete and x != np.floor(x):
+        return -np.inf
+    if shape_code == 0:
+        return log_normalizer - abs(x) / scale
+    z = x / scale
+    return log_normalizer - 0.5 * z * z
+
+
+@nb.njit(cache=True)
+def _residual_log_density(residual, out, shape_code, discrete, scale, log_normalizer):
+    for j in range(residual.shape[0]):
+        out[j] = _log_density(residual[j], shape_code[j], discrete[j], scale[j], log_normalizer[j])
+
+
+@nb.njit(cache=True)
+def _log_accept_shift(
+    residual, shift, sign, current, trial, trial_lp, shape_code, discrete, scale, log_normalizer
+):
+    """Log ratio ``eta(r + sign * shift) / eta(r)``; fills ``trial`` and ``trial_lp``."""
+    total = 0.0
+    for j in range(residual.shape[0]):
+        trial[j] = residual[j] + sign * shift[j]
+        trial_lp[j] = _log_density(trial[j], shape_code[j], discrete[j], scale[j], log_normalizer[j])
+        total += trial_lp[j] - current[j]
+    return total
+
+
+@nb.njit(cache=True)
+def _refresh_kernel(stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer):
+    n, d = proposed.shape
+    accepted = np.zeros(n, dtype=np.bool_)
+    current = np.empty(d)
+    trial = np.empty(d)
+    trial_lp = np.empty(d)
+    change = np.empty(d)
+    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
+    for i in range(n):
+        for j in range(d):
+            change[j] = stats[i, j] - proposed[i, j]
+        log_ratio = _log_accept_shift(
+            residual, change, 1.0, current, trial, trial_lp, shape_code, discrete, scale,
+            log_normalizer,
+        )
+        if log_u[i] < log_ratio:
+            accepted[i] = True
+            for j in range(d):
+                residual[j] = trial[j]
+                current[j] = trial_lp[j]
+                stats[i, j] = proposed[i, j]
+    return accepted
+
+
+BIRTH, REJECTED = -2, -1
+
+
+@nb.njit(cache=True)
+def _birth_death_kernel(
+    stats, n, residual, born, u_move, u_pick, log_u, log_prior, prior_offset, n_dp,
+    n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm,
+    shape_code, discrete, scale, log_normalizer,
+):
+    moves_count = born.shape[0]
+    d = residual.shape[0]
+    moves = np.full(moves_count, REJECTED, dtype=np.int64)
+    counts = np.zeros(4, dtype=np.int64)  # births accepted/proposed, deaths accepted/proposed
+    current = np.empty(d)
+    trial = np.empty(d)
+    trial_lp = np.empty(d)
+    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
+    lp_n = _log_density(n_dp - n, n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm)
+    for k in range(moves_count):
+        birth = u_move[k] < 0.5
+        if birth:
+            counts[1] += 1
+            step = 1
+            log_ratio = _log_accept_shift(
+                residual, born[k], -1.0, current, trial, trial_lp, shape_code, discrete, scale,
+                log_normalizer,
+            )
+        else:
+            counts[3] += 1
+            if n == 0:
+                continue
+            victim = min(int(u_pick[k] * n), n - 1)
+            step = -1
+            log_ratio = _log_accept_shift(
+                residual, stats[victim], 1.0, current, trial, trial_lp, shape_code, discrete,
+                scale, log_normalizer,
+            )
+        lp_n_new = _log_density(
+            n_dp - (n + step), n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm
+        )
+        log_ratio += lp_n_new - lp_n
+        log_ratio += log_prior[n + step - prior_offset] - log_prior[n - prior_offset]
+        if not log_u[k] < log_ratio:
+            continue
+        for j in range(d):
+            residual[j] = trial[j]
+            current[j] = trial_lp[j]
+        lp_n = lp_n_new
+        if birth:
+            stats[n, :] = born[k]
+            moves[k] = BIRTH
+            counts[0] += 1
+        else:
+            stats[victim, :] = stats[n - 1]
+            moves[k] = victim
+            counts[2] += 1
+        n += step
+    return n, moves, counts
+
+
+@nb.njit(cache=True)
+def _apply_moves(buffer, born, moves, n):
+    """Replay accepted births/deaths on a record buffer viewed as ``(capacity, width)``."""
+    for k in range(moves.shape[0]):
+        move = moves[k]
+        if move == BIRTH:
+            buffer[n, :] = born[k]
+            n += 1
+        elif move >= 0:
+            buffer[move, :] = buffer[n - 1]
+            n -= 1
+    return n
+
+
+def _as_rows(array: np.ndarray) -> np.ndarray:
+    return array.reshape(array.shape[0], -1)
+
+
+def _noise_args(noise: NoiseArrays) -> tuple:
+    return noise.shape_code, noise.discrete, noise.scale, noise.log_normalizer
+
+
+# --------------------------------------------------------------------------------------------------
+# kernel API
+# --------------------------------------------------------------------------------------------------
+def init(model: CompiledModel, point: dict, n: int, rng: np.random.Generator) -> RecordState:
+    """Impute ``n`` records from the model at ``point``: the state a new chain starts from.
+
+    Also reseeds the model's proposal generator from ``rng``, so a chain is reproducible from it.
+    """
+    model.reseed(int(rng.integers(2**62)))
+    records, stats = model.propose(point, n)
+    capacity = n if model.sample_size is None else max(2 * n, 16)
+    buffers = tuple(_with_capacity(r, capacity) for r in records)
+    stats_buffer = _with_capacity(stats, capacity)
+    residual = model.released_sums() - stats.sum(axis=0)
+    return RecordState(records=buffers, stats=stats_buffer, residual=residual, n=n)
+
+
+def _with_capacity(array: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.empty((capacity, *array.shape[1:]), dtype=array.dtype)
+    out[: array.shape[0]] = array
+    return out
+
+
+def refresh(
+    model: CompiledModel, state: RecordState, point: dict, rng: np.random.Generator
+) -> tuple[RecordState, int]:
+    """Refresh every record once (independent Metropolis with proposals from the model).
+
+    Returns the new state and the number of accepted proposals.
+    """
+    n = state.n
+    if n == 0:
+        return state, 0
+    proposals, proposed_stats = model.propose(point, n)
+    # Recompute the residual exactly once per sweep: no drift from incremental updates.
+    residual = model.released_sums() - state.stats[:n].sum(axis=0)
+    log_u = np.log(rng.random(n))
+    accepted = _refresh_kernel(
+        state.stats[:n], proposed_stats, residual, log_u, *_noise_args(model.noise)
+    )
+    for buffer, proposal in zip(state.records, proposals):
+        buffer[:n][accepted] = proposal[accepted]
+    return state._replace(residual=residual), int(accepted.sum())
+
+
+def birth_death(
+    model: CompiledModel,
+    state: RecordState,
+    point: dict,
+    rng: np.random.Generator,
+    n_moves: int,
+) -> tuple[RecordState, np.ndarray]:
+    """``n_moves`` birth/death moves over ``n`` at the parameters in ``point``.
+
+    Returns the new state and the counts ``[births accepted, proposed, deaths accepted, proposed]``.
+    """
+    n = state.n
+    state = _ensure_capacity(state, n + n_moves)
+    born, born_stats = model.propose(point, n_moves)
+    window = np.arange(n - n_moves, n + n_moves + 1, dtype=np.int64)
+    log_prior = model.log_prior_n(point, window)
+    uniforms = rng.random((3, n_moves))
+    new_n, moves, counts = _birth_death_kernel(
+        state.stats, n, state.residual, born_stats, uniforms[0], uniforms[1],
+        np.log(uniforms[2]), log_prior, n - n_moves, model.released_n(),
+        *(a[0] for a in _noise_args(model.n_noise)), *_noise_args(model.noise),
+    )
+    for buffer, new in zip(state.records, born):
+        _apply_moves(_as_rows(buffer), _as_rows(new), moves, n)
+    return state._replace(n=int(new_n)), counts
+
+
+def _ensure_capacity(state: RecordState, rows: int) -> RecordState:
+    capacity = state.stats.shape[0]
+    if rows <= capacity:
+        return state
+    capacity = max(rows, 2 * capacity)
+    return state._replace(
+        records=tuple(_with_capacity(b[: state.n], capacity) for b in state.records),
+        stats=_with_capacity(state.stats[: state.n], capacity),
+    )
+
+
+def sweep(
+    model: CompiledModel,
+    state: RecordState,
+    point: dict,
+    rng: np.random.Generator,
+    n_moves: int = 0,
+) -> tuple[RecordState, SweepInfo]:
+    """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only)."""
+    n_refreshed = state.n
+    state, refreshed = refresh(model, state, point, rng)
+    counts = np.zeros(4, dtype=np.int64)
+    if model.sample_size is not None and n_moves > 0:
+        state, counts = birth_death(model, state, point, rng, n_moves)
+    info = SweepInfo(refreshed, n_refreshed, *(int(c) for c in counts))
+    return state, info

@@ -1,0 +1,323 @@
+"""PyMC step methods: data augmentation (bounded DP) and reversible jump over ``n`` (unbounded DP).
+
+Both are :class:`pymc.step_methods.CompoundStep`\\ s of the same shape::
+
+    [RecordsStep, *parameter steps]
+
+:class:`RecordsStep` runs the record kernels of :mod:`pymc_unbounded_dp.kernels` and writes the
+imputed records into the model's record containers; the parameter steps (NUTS by default, chosen
+the way ``pm.sample`` chooses) then update the parameters given those records. Under unbounded DP
+``RecordsStep`` owns ``n``; under bounded DP there is no latent variable to own, so it claims the
+parameters it conditions on (it never changes them) and the parameter steps update them.
+
+The record state belongs to the chain: PyMC hands each chain its generator through ``set_rng``
+(PyMC 5) or ``setup_chain`` (PyMC 6), and the step then re-imputes the records from the model at
+the chain's starting point, so chains never share records, also when ``cores=1`` runs them through
+the same step object.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+from pymc.model import modelcontext
+from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
+from pymc.step_methods.compound import BlockedStep, CompoundStep, Competence, flatten_steps
+
+from pymc_unbounded_dp import kernels
+from pymc_unbounded_dp._compile import CompiledModel, compile_model
+
+__all__ = ["DataAugmentation", "ReversibleJump", "RecordsStep"]
+
+
+def _rate(accepted: int, proposed: int) -> float:
+    return accepted / proposed if proposed else np.nan
+
+
+class RecordsStep(BlockedStep):
+    """Impute the latent records (and move ``n``): the kernel half of the augmentation steps.
+
+    Not meant to be used alone; :class:`DataAugmentation` and :class:`ReversibleJump` build it.
+
+    Parameters
+    ----------
+    vars : list
+        Value variables it claims: ``[n]`` under unbounded DP, the parameters under bounded DP.
+    compiled : CompiledModel
+    n_moves : int
+        Birth/death moves per iteration (0 under bounded DP).
+    keep_records : int or None
+        Keep a copy of the imputed records every ``keep_records`` post-tuning iterations.
+    """
+
+    name = "dp_records"
+    stats_dtypes_shapes = {
+        "tune": (bool, []),
+        "refresh_accept_rate": (np.float64, []),
+    }
+    _unbounded_stats = {
+        "birth_accept_rate": (np.float64, []),
+        "death_accept_rate": (np.float64, []),
+    }
+
+    def __init__(
+        self,
+        vars,
+        compiled: CompiledModel,
+        n_moves: int = 0,
+        keep_records: int | None = None,
+        model=None,
+        blocked: bool = True,
+        rng=None,
+    ):
+        self.vars = list(vars)
+        self.compiled = compiled
+        self.n_moves = int(n_moves)
+        self.keep_records = keep_records
+        self.tune = True
+        self.rng = np.random.default_rng(rng)
+        stats = dict(self.stats_dtypes_shapes)
+        if compiled.sample_size is not None:
+            stats.update(self._unbounded_stats)
+        if keep_records:
+            stats["records"] = (object, None)
+        self.stats_dtypes_shapes = stats
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+        self._state: kernels.RecordState | None = None
+        self._iteration = 0
+
+    # -- chain bookkeeping: PyMC 5 calls set_rng, PyMC 6 setup_chain, at the start of every chain
+    def set_rng(self, rng) -> None:
+        self.rng = np.random.default_rng(rng)
+        self._state = None
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        self.set_rng(rng)
+
+    def reset_tuning(self) -> None:
+        self._iteration = 0
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+    def step(self, point):
+        compiled = self.compiled
+        n_name = compiled.n_value_name
+        if self._state is None:
+            n = int(point[n_name]) if n_name is not None else compiled.fixed_n
+            self._state = kernels.init(compiled, point, n, self.rng)
+        self._state, info = kernels.sweep(compiled, self._state, point, self.rng, self.n_moves)
+        compiled.set_records(self._state.active_records())
+        if n_name is not None:
+            point = dict(point)
+            point[n_name] = np.asarray(self._state.n, dtype=point[n_name].dtype)
+        stats = {
+            "tune": self.tune,
+            "refresh_accept_rate": _rate(info.refresh_accepted, info.refresh_proposed),
+        }
+        if compiled.sample_size is not None:
+            stats["birth_accept_rate"] = _rate(info.births_accepted, info.births_proposed)
+            stats["death_accept_rate"] = _rate(info.deaths_accepted, info.deaths_proposed)
+        if self.keep_records:
+            keep = not self.tune and self._iteration % self.keep_records == 0
+            stats["records"] = (
+                {n: r.copy() for n, r in zip(compiled.record_names, self._state.active_records())}
+                if keep
+                else None
+            )
+            self._iteration += not self.tune
+        return point, [stats]
+
+
+def _parameter_steps(
+    model: pm.Model, compiled: CompiledModel, given, step_kwargs: dict | None
+) -> list[BlockedStep]:
+    """The given parameter steps plus PyMC's own choice for parameters they leave out."""
+    if given is None:
+        given = []
+    elif isinstance(given, BlockedStep | CompoundStep):
+        given = [given]
+    given = [s for step in given for s in flatten_steps(step)]
+    for step in given:
+        if compiled.n_value_name in {v.name for v in step.vars}:
+            raise ValueError(
+                f"`parameter_step` {type(step).__name__} claims the sample size "
+                f"{compiled.n_value_name!r}; only the reversible-jump moves may change n."
+            )
+    provided, selected = assign_step_methods(model, given or None)
+    n_name = compiled.n_value_name
+    selected = {
+        cls: [v for v in variables if v.name != n_name] for cls, variables in selected.items()
+    }
+    selected = {cls: variables for cls, variables in selected.items() if variables}
+    if not provided and not selected:
+        return []
+    stepper = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
+    return flatten_steps(stepper)
+
+
+class DataAugmentation(CompoundStep):
+    """Data-augmentation MCMC for bounded DP (Ju, Awan, Gong & Rao, NeurIPS 2022).
+
+    Each iteration refreshes every latent record by independent Metropolis with proposals from the
+    record model (acceptance depends only on the privacy noise density), then updates the model
+    parameters with ``parameter_step`` (default: what ``pm.sample`` would choose, NUTS for
+    continuous parameters) given the imputed records.
+
+    Parameters
+    ----------
+    parameter_step : step or list of steps, optional
+        PyMC steps for (some of) the parameters; the rest are assigned as ``pm.sample`` does.
+    model : pm.Model, optional
+    keep_records : int, optional
+        Keep the imputed records every ``keep_records`` post-tuning draws (as the ``records``
+        sampler stat; :func:`pmdp.sample` turns them into an ``imputed_records`` group).
+    step_kwargs : dict, optional
+        Keyword arguments for automatically assigned steps, keyed by their lower-case name, e.g.
+        ``{"nuts": {"target_accept": 0.9}}``.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=50)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
+    ...     step = pmdp.DataAugmentation()
+    ...     idata = pm.sample(draws=50, tune=50, chains=1, step=step, progressbar=False,
+    ...                       random_seed=1, compute_convergence_checks=False)
+    """
+
+    def __init__(
+        self,
+        parameter_step=None,
+        *,
+        model: pm.Model | None = None,
+        keep_records: int | None = None,
+        step_kwargs: dict | None = None,
+    ):
+        model = modelcontext(model)
+        compiled = compile_model(model)
+        self._check_kind(compiled)
+        if keep_records is not None and (not isinstance(keep_records, int) or keep_records < 1):
+            raise ValueError(f"`keep_records` must be a positive integer or None, got {keep_records!r}.")
+        parameters = _parameter_steps(model, compiled, parameter_step, step_kwargs)
+        leaf = RecordsStep(
+            self._claimed_vars(model, compiled),
+            compiled,
+            n_moves=self._n_moves(compiled),
+            keep_records=keep_records,
+            model=model,
+        )
+        super().__init__([leaf, *parameters])
+
+    @property
+    def records_step(self) -> RecordsStep:
+        """The record-imputation part of this step."""
+        return self.methods[0]
+
+    def _check_kind(self, compiled: CompiledModel) -> None:
+        if compiled.sample_size is not None:
+            raise ValueError(
+                "DataAugmentation is for bounded DP (known n) but the model has a SampleSize "
+                f"{compiled.sample_size.name!r}; use pmdp.ReversibleJump (or pmdp.sample)."
+            )
+
+    def _n_moves(self, compiled: CompiledModel) -> int:
+        return 0
+
+    def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
+        claimed = [v for v in model.value_vars if v.name in compiled.parameter_names]
+        if not claimed:
+            raise ValueError(
+                "The model has no parameters to sample: the records' distribution must depend on "
+                "at least one model parameter."
+            )
+        return claimed
+
+
+class ReversibleJump(DataAugmentation):
+    """Reversible-jump data augmentation for unbounded DP (Awan, Barrientos & Ju 2024).
+
+    Each iteration refreshes every record, makes ``n_moves`` birth/death moves over the latent
+    sample size ``n`` (births drawn from the record model; acceptance from the privacy noise of the
+    sums and of ``n_dp`` and the prior of ``n``), then updates the parameters given the records.
+
+    Parameters
+    ----------
+    parameter_step : step or list of steps, optional
+        As for :class:`DataAugmentation`.
+    n_moves : int, optional
+        Birth/death moves per iteration. Default: ``max(10, round(0.1 * n0))`` where ``n0`` is the
+        starting ``n``, so ``n`` can move by about ``sqrt(n_moves)`` per iteration at little cost
+        next to the refresh sweep.
+    model, keep_records, step_kwargs
+        As for :class:`DataAugmentation`.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     n = pmdp.SampleSize("n", n_dp=57, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
+    ...     step = pmdp.ReversibleJump(n_moves=5)
+    ...     idata = pm.sample(draws=50, tune=50, chains=1, step=step, progressbar=False,
+    ...                       random_seed=1, compute_convergence_checks=False)
+    """
+
+    def __init__(
+        self,
+        parameter_step=None,
+        *,
+        n_moves: int | None = None,
+        model: pm.Model | None = None,
+        keep_records: int | None = None,
+        step_kwargs: dict | None = None,
+    ):
+        if n_moves is not None and (
+            isinstance(n_moves, bool) or not isinstance(n_moves, int | np.integer) or n_moves < 1
+        ):
+            raise ValueError(f"`n_moves` must be a positive integer, got {n_moves!r}.")
+        self._requested_moves = n_moves
+        super().__init__(
+            parameter_step, model=model, keep_records=keep_records, step_kwargs=step_kwargs
+        )
+
+    def _check_kind(self, compiled: CompiledModel) -> None:
+        if compiled.sample_size is None:
+            raise ValueError(
+                "ReversibleJump moves a latent sample size but the model's Records have a known "
+                "n; declare n with pmdp.SampleSize(...) or use pmdp.DataAugmentation."
+            )
+
+    def _n_moves(self, compiled: CompiledModel) -> int:
+        if self._requested_moves is None:
+            return max(10, round(0.1 * compiled.sample_size.initial))
+        return int(self._requested_moves)
+
+    def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
+        return [model.rvs_to_values[compiled.sample_size.rv]]
+
+
+def augmentation_step(
+    model: pm.Model,
+    parameter_step=None,
+    *,
+    n_moves: int | None = None,
+    keep_records: int | None = None,
+    step_kwargs: dict | None = None,
+) -> DataAugmentation:
+    """The right augmentation step for ``model``: bounded or unbounded DP."""
+    compiled = compile_model(model)
+    kwargs = dict(model=model, keep_records=keep_records, step_kwargs=step_kwargs)
+    if compiled.sample_size is None:
+        if n_moves is not None:
+            raise ValueError("`n_moves` applies to unbounded DP only (the model has no SampleSize).")
+        return DataAugmentation(parameter_step, **kwargs)
+    return ReversibleJump(parameter_step, n_moves=n_moves, **kwargs)
+
