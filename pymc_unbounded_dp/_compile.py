@@ -164,10 +164,12 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
     m = pt.scalar("m", dtype="int64")
     record_rvs = [r.rv for r in blocks.records]
     stats = _flat_statistics(blocks)
-    outputs = with_record_count([*record_rvs, stats], [r.data for r in blocks.records], m)
-    propose = compile_pymc(
-        [*value_vars, m], at_values(outputs), on_unused_input="ignore", random_seed=0
+    # Parameters become their (untransformed) values first: cloning for the record count must not
+    # copy the parameters' own random variables.
+    outputs = with_record_count(
+        at_values([*record_rvs, stats]), [r.data for r in blocks.records], m
     )
+    propose = compile_pymc([*value_vars, m], outputs, on_unused_input="ignore", random_seed=0)
 
     log_prior_n = None
     n_noise = None
