@@ -19,7 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
-from pymc_unbounded_dp import risk  # noqa: E402
+from pymc_unbounded_dp import risk
 
 CARDINALITIES = [2, 3, 5, 8, 10, 20, 30, 50, 80, 100]  # values per attribute
 K = 3
@@ -46,7 +46,9 @@ def main() -> None:
     for n, size, m in [(10**3, 10**2, 10), (10**4, 10**3, 10), (10**5, 10**4, 10)]:
         records = table(rng, n, m, 0.02)
         dictionary = table(rng, size, m, 0.10)
-        weights = pd.DataFrame(rng.normal(size=(n, m)), index=records.index, columns=records.columns)
+        weights = pd.DataFrame(
+            rng.normal(size=(n, m)), index=records.index, columns=records.columns
+        )
         rule, seconds = timed(risk.min_risk_rule, records, dictionary, weights, K)
         rows.append(("min_risk_rule (k=3)", n, size, m, seconds))
         _, seconds = timed(

@@ -47,8 +47,7 @@ def align_like(table: object, records: pd.DataFrame, name: str) -> pd.DataFrame:
     """Check that ``table`` has the labels of ``records`` and return it in their order."""
     if not isinstance(table, pd.DataFrame):
         raise TypeError(
-            f"`{name}` must be a pandas DataFrame shaped like `records`, "
-            f"got {type(table).__name__}"
+            f"`{name}` must be a pandas DataFrame shaped like `records`, got {type(table).__name__}"
         )
     if table.shape != records.shape:
         raise ValueError(
@@ -83,7 +82,9 @@ def check_rule(rule: object, records: pd.DataFrame, name: str = "rule") -> pd.Da
     return rule
 
 
-def check_weights(weights: object, name: str = "weights", nonnegative: bool = False) -> pd.DataFrame:
+def check_weights(
+    weights: object, name: str = "weights", nonnegative: bool = False
+) -> pd.DataFrame:
     """Check a table of numeric, finite, non-missing weights."""
     if not isinstance(weights, pd.DataFrame):
         raise TypeError(
@@ -92,9 +93,7 @@ def check_weights(weights: object, name: str = "weights", nonnegative: bool = Fa
         )
     for column, dtype in weights.dtypes.items():
         if not (pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)):
-            raise TypeError(
-                f"`{name}` must hold numbers; column {column!r} has dtype {dtype}"
-            )
+            raise TypeError(f"`{name}` must hold numbers; column {column!r} has dtype {dtype}")
     missing = weights.isna().to_numpy()
     if missing.any():
         row, col = np.argwhere(missing)[0]

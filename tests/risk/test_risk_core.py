@@ -111,7 +111,10 @@ def test_independent_model_by_hand(records, dictionary):
     expected = [5 * 0.8 * 0.6 * 0.4, 5 * 0.8 * 0.6 * 0.8, 5 * 0.4 * 0.8, 5 * 0.2 * 0.2 * 0.4]
     assert counts.tolist() == pytest.approx(expected)
     loss = risk.losses(
-        records, only(records, "age", "zip", "sex"), dictionary, risk.constant(1.0),
+        records,
+        only(records, "age", "zip", "sex"),
+        dictionary,
+        risk.constant(1.0),
         model="independent",
     )
     assert loss.tolist() == pytest.approx([1 / c for c in expected])

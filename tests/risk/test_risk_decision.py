@@ -66,7 +66,9 @@ def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
     result = risk.bayes_risk(records, rule, dictionaries, [0.75, 0.25], ONE)
     assert result.estimate == pytest.approx(9 / 16)
     assert result.std_error == 0.0
-    minimax = risk.bayes_risk(records, make_rule(records, RULES["A"]), dictionaries, [0.75, 0.25], ONE)
+    minimax = risk.bayes_risk(
+        records, make_rule(records, RULES["A"]), dictionaries, [0.75, 0.25], ONE
+    )
     assert minimax.estimate == pytest.approx(2 / 3)
 
 

@@ -9,7 +9,7 @@ import pytest
 nbclient = pytest.importorskip(
     "nbclient", reason="nbclient is not installed, so notebooks/risk_tutorial.ipynb cannot be run"
 )
-import nbformat  # noqa: E402  (installed with nbclient)
+import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "risk_tutorial.ipynb"

@@ -242,8 +242,9 @@ def test_min_risk_discloses_unmatched_values_and_missing_cells_first():
     records = pd.DataFrame(
         {"age": [99, 30], "zip": ["A", None], "sex": ["f", "f"]}, index=["ann", "bob"]
     )
-    dictionary = pd.DataFrame({"age": [30, 30, 40, 40], "zip": ["A", "B", "B", "B"],
-                               "sex": ["f", "m", "f", "m"]})
+    dictionary = pd.DataFrame(
+        {"age": [30, 30, 40, 40], "zip": ["A", "B", "B", "B"], "sex": ["f", "m", "f", "m"]}
+    )
     weights = pd.DataFrame(
         {"age": [5.0, 0.0], "zip": [0.0, 0.5], "sex": [0.0, 0.0]}, index=records.index
     )
