@@ -8,7 +8,10 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.mode import Mode
-from pytensor.graph.basic import ancestors
+try:  # PyTensor >= 2.31
+    from pytensor.graph.traversal import ancestors
+except ImportError:  # pragma: no cover
+    from pytensor.graph.basic import ancestors
 from pytensor.graph.replace import clone_replace
 
 #: Mode for one-off evaluations at model-build time: no C compilation, no heavy rewrites.

@@ -12,13 +12,14 @@ from scipy import special, stats
 
 def log_beta_binomial(k, n, a, b):
     """log P(K = k) for K ~ BetaBinomial(n, a, b); -inf outside 0..n."""
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
+    k, n = np.broadcast_arrays(np.asarray(k, dtype=float), np.asarray(n, dtype=float))
+    inside = (k >= 0) & (k <= n)
+    k_in, n_in = np.where(inside, k, 0.0), np.where(inside, n, 0.0)
     out = (
-        special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
-        + special.betaln(k + a, n - k + b) - special.betaln(a, b)
+        special.gammaln(n_in + 1) - special.gammaln(k_in + 1) - special.gammaln(n_in - k_in + 1)
+        + special.betaln(k_in + a, n_in - k_in + b) - special.betaln(a, b)
     )
-    return np.where((k >= 0) & (k <= n), out, -np.inf)
+    return np.where(inside, out, -np.inf)
 
 
 def _normalise(log_w):
@@ -62,17 +63,18 @@ def bernoulli_posterior(s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=No
     }
 
 
-def two_variable_posterior(s_dp, mechanism, n, a=1.0, b=1.0, c=1.0, d=1.0):
+def two_variable_posterior(s_dp, mechanisms, n, a=1.0, b=1.0, c=1.0, d=1.0):
     """Exact posterior of the two-record-variable model.
 
     ``alpha ~ Beta(a, b)``, ``beta ~ Beta(c, d)``, ``X_i ~ Bernoulli(alpha)``,
-    ``y_i | X_i ~ Bernoulli(beta if X_i else 1/2)``; released ``s_dp = (sum X, sum X*y) + e``.
+    ``y_i | X_i ~ Bernoulli(beta if X_i else 1/2)``; released ``s_dp[0] = sum X + e_0`` and
+    ``s_dp[1] = sum X*y + e_1`` with noise from ``mechanisms[0]`` and ``mechanisms[1]``.
     """
     k1 = np.arange(n + 1)[:, None]
     k2 = np.arange(n + 1)[None, :]
     log_w = (
         log_beta_binomial(k1, n, a, b) + log_beta_binomial(k2, k1, c, d)
-        + mechanism.logpdf(s_dp[0] - k1) + mechanism.logpdf(s_dp[1] - k2)
+        + mechanisms[0].logpdf(s_dp[0] - k1) + mechanisms[1].logpdf(s_dp[1] - k2)
     )
     w = _normalise(log_w)
     alpha = (a + k1) / (a + b + n)

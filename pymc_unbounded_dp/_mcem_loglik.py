@@ -1,0 +1,234 @@
+"""The complete-data log-likelihood of a DP model as compiled functions of its parameters (MCEM).
+
+Built once per :func:`pymc_unbounded_dp.mcem` call from the model graph. The M imputed record sets
+of an E-step are stacked row-wise into the model's record containers (records are i.i.d. given the
+parameters, so the records' log-density summed over all stacked rows is the Monte Carlo sum); the
+latent sample sizes of the sets are passed as a vector ``n_values`` of length M. The objective is
+
+    Q(theta) = (1/M) [ sum_i log f(x_i | theta) + sum_m log g(n_m | theta) ]  (+ log pi(theta))
+
+where the ``g`` term is present only if the prior of ``n`` depends on the parameters and the prior
+term only for MAP. It is compiled on two scales, both as functions of one flat vector:
+
+* ``unconstrained``: the model's value variables (PyMC's transforms, no Jacobian), used by the
+  optimiser and by the stopping rule;
+* ``natural``: the parameters themselves, used for the reported standard errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pymc.logprob.utils import replace_rvs_by_values
+from pytensor.gradient import hessian
+from pytensor.graph.replace import clone_replace
+
+from pymc_unbounded_dp._compile import CompiledModel
+from pymc_unbounded_dp._graph import depends_on
+
+
+class Layout(NamedTuple):
+    """Where each parameter sits in a flat vector: one ``(name, shape, start, stop)`` per parameter."""
+
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    bounds: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, names, shapes) -> Layout:
+        sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+        stops = np.cumsum(sizes).tolist()
+        starts = [0, *stops[:-1]]
+        return cls(tuple(names), tuple(tuple(s) for s in shapes), tuple(zip(starts, stops)))
+
+    @property
+    def size(self) -> int:
+        return self.bounds[-1][1] if self.bounds else 0
+
+    def split(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """The parameters in ``flat`` by name, in their shapes."""
+        return {
+            name: flat[start:stop].reshape(shape)
+            for name, shape, (start, stop) in zip(self.names, self.shapes, self.bounds)
+        }
+
+    def join(self, values: dict) -> np.ndarray:
+        """The flat vector of ``values`` (a dict by name)."""
+        parts = [np.asarray(values[name], dtype=float).reshape(-1) for name in self.names]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def symbolic(self, flat: pt.TensorVariable, like: list) -> list[pt.TensorVariable]:
+        """Slices of a symbolic flat vector shaped (and typed) like the variables ``like``."""
+        return [
+            pt.cast(flat[start:stop].reshape(shape), var.dtype)
+            for var, shape, (start, stop) in zip(like, self.shapes, self.bounds)
+        ]
+
+
+class ScaleFunctions(NamedTuple):
+    """The compiled objective on one scale: ``value_and_grad(flat, n_values)`` and ``hessian``."""
+
+    value_and_grad: object
+    hessian: object
+
+
+@dataclass(eq=False)
+class CompleteDataLogLik:
+    """Compiled complete-data log-likelihood of a model (see the module docstring).
+
+    Parameters
+    ----------
+    compiled : CompiledModel
+    include_prior : bool
+        Add the log prior density of the parameters (natural scale, no Jacobian): MAP.
+    """
+
+    compiled: CompiledModel
+    include_prior: bool
+
+    def __post_init__(self) -> None:
+        model = self.compiled.model
+        param_names = self.compiled.parameter_names
+        self.value_vars = [v for v in model.value_vars if v.name in param_names]
+        self.param_rvs = [model.values_to_rvs[v] for v in self.value_vars]
+        check_parameters(self.compiled, self.param_rvs)
+        point = model.initial_point()
+        self.unconstrained = Layout.of(
+            [v.name for v in self.value_vars], [np.shape(point[v.name]) for v in self.value_vars]
+        )
+        self.n_values = pt.vector("n_values", dtype="int64")
+        self._objective = self._objective_graph()
+        natural = self._at_values(self.param_rvs)
+        flat_u = pt.vector("unconstrained", dtype="float64")
+        natural_of_u = clone_replace(
+            natural, dict(zip(self.value_vars, self.unconstrained.symbolic(flat_u, self.value_vars)))
+        )
+        flat_natural = pt.concatenate([pt.cast(x, "float64").reshape((-1,)) for x in natural_of_u])
+        self._to_natural = pytensor.function([flat_u], flat_natural)
+        self.natural = Layout.of(
+            [rv.name for rv in self.param_rvs], self._natural_shapes(natural, point)
+        )
+        self._scales: dict[str, ScaleFunctions] = {}
+        self._to_unconstrained = None
+
+    # ------------------------------------------------------------------------------------------
+    # graphs
+    # ------------------------------------------------------------------------------------------
+    def _at_values(self, graphs: list) -> list:
+        model = self.compiled.model
+        free = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
+        return replace_rvs_by_values(
+            graphs, rvs_to_values=free, rvs_to_transforms=model.rvs_to_transforms
+        )
+
+    def _natural_shapes(self, natural: list, point: dict) -> list[tuple]:
+        fn = pytensor.function(self.value_vars, natural, on_unused_input="ignore")
+        return [np.shape(v) for v in fn(*(point[v.name] for v in self.value_vars))]
+
+    def _objective_graph(self) -> pt.TensorVariable:
+        """``Q`` as a function of the parameters' value variables and ``n_values``."""
+        model = self.compiled.model
+        record_rvs = [r.rv for r in self.compiled.blocks.records]
+        total = model.logp(vars=record_rvs, jacobian=False)
+        if self.prior_of_n_depends_on_parameters:
+            n_rv = self.compiled.sample_size.rv
+            log_g = pm.logp(n_rv, self.n_values, warn_rvs=False)
+            total = total + self._at_values([log_g])[0].sum()
+        objective = total / pt.cast(self.n_values.shape[0], "float64")
+        if self.include_prior:
+            objective = objective + model.logp(vars=self.param_rvs, jacobian=False)
+        return objective
+
+    @property
+    def prior_of_n_depends_on_parameters(self) -> bool:
+        """Whether ``g(n | theta)`` enters the likelihood (e.g. ``n ~ Poisson(lam)``)."""
+        n = self.compiled.sample_size
+        return n is not None and bool(depends_on(n.rv, self.param_rvs))
+
+    def _natural_inputs(self, flat: pt.TensorVariable) -> dict:
+        """Value variables as functions of the natural-scale flat vector (``forward`` transforms)."""
+        model = self.compiled.model
+        natural = dict(zip(self.param_rvs, self.natural.symbolic(flat, self.param_rvs)))
+        replacements = {}
+        for value, rv in zip(self.value_vars, self.param_rvs):
+            transform = model.rvs_to_transforms.get(rv)
+            replacements[value] = (
+                natural[rv] if transform is None else transform.forward(natural[rv], *rv.owner.inputs)
+            )
+        # Transforms may read other parameters (e.g. bounds): those are the natural values too.
+        return {
+            value: clone_replace(expr, natural) if depends_on(expr, self.param_rvs) else expr
+            for value, expr in replacements.items()
+        }
+
+    def scale(self, name: str) -> ScaleFunctions:
+        """The compiled objective on the ``"unconstrained"`` or ``"natural"`` scale (cached)."""
+        if name not in self._scales:
+            flat = pt.vector(name, dtype="float64")
+            if name == "unconstrained":
+                inputs = dict(zip(self.value_vars, self.unconstrained.symbolic(flat, self.value_vars)))
+            else:
+                inputs = self._natural_inputs(flat)
+            objective = clone_replace(self._objective, inputs)
+            grad = pytensor.grad(objective, flat)
+            args = [flat, self.n_values]
+            self._scales[name] = ScaleFunctions(
+                value_and_grad=pytensor.function(args, [objective, grad], on_unused_input="ignore"),
+                hessian=pytensor.function(args, hessian(objective, flat), on_unused_input="ignore"),
+            )
+        return self._scales[name]
+
+    # ------------------------------------------------------------------------------------------
+    # conversions
+    # ------------------------------------------------------------------------------------------
+    def to_natural(self, unconstrained: np.ndarray) -> np.ndarray:
+        """Flat natural-scale parameters of a flat unconstrained vector."""
+        return np.asarray(self._to_natural(unconstrained), dtype=float)
+
+    def to_unconstrained(self, natural: np.ndarray) -> np.ndarray:
+        """Flat unconstrained parameters of a flat natural-scale vector."""
+        if self._to_unconstrained is None:
+            flat = pt.vector("natural", dtype="float64")
+            inputs = self._natural_inputs(flat)
+            out = pt.concatenate(
+                [pt.cast(inputs[v], "float64").reshape((-1,)) for v in self.value_vars]
+            )
+            self._to_unconstrained = pytensor.function([flat], out)
+        return np.asarray(self._to_unconstrained(natural), dtype=float)
+
+    def point(self, unconstrained: np.ndarray, n: int) -> dict:
+        """A model point (value-variable dict) for the kernels: parameters at ``unconstrained``."""
+        point = self.compiled.model.initial_point()
+        point.update(
+            {
+                name: np.asarray(value, dtype=point[name].dtype)
+                for name, value in self.unconstrained.split(unconstrained).items()
+            }
+        )
+        if self.compiled.n_value_name is not None:
+            point[self.compiled.n_value_name] = np.asarray(n, dtype=point[self.compiled.n_value_name].dtype)
+        return point
+
+
+def check_parameters(compiled: CompiledModel, param_rvs: list) -> None:
+    """MCEM maximises over continuous parameters only; ``n`` is integrated out."""
+    discrete = [rv.name for rv in param_rvs if rv.dtype.startswith(("int", "uint", "bool"))]
+    if discrete:
+        raise ValueError(
+            f"mcem: the model has discrete parameter(s) {', '.join(map(repr, discrete))}. MCEM "
+            "maximises over continuous parameters only (the latent sample size n is integrated "
+            "out); make them continuous, fix them as constants, or use pmdp.sample."
+        )
+    if not param_rvs:
+        raise ValueError("mcem: the model has no parameters to estimate.")
+    record_rvs = [r.rv for r in compiled.blocks.records]
+    if not any(depends_on(rv, param_rvs) for rv in record_rvs):
+        raise ValueError(
+            "mcem: the records' distribution does not depend on any model parameter; there is "
+            "nothing to estimate."
+        )

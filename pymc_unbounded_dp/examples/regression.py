@@ -1,0 +1,248 @@
+"""Linear regression from privatized sufficient statistics (Section 6.1 of Awan, Barrientos & Ju).
+
+The curator holds ``n`` records ``(x_i1, x_i2, y_i)``. It clamps each coordinate to ``[-5, 5]``,
+rescales it to ``[-1, 1]`` (divide by 5) and, with the design row ``d_i = (1, x_i1, x_i2)``, releases
+the upper-left-free parts of ``[X Y]'[X Y]``:
+
+====  ==================  =================================
+ #     statistic           entry
+====  ==================  =================================
+ 0     ``sum y``           ``X'Y[0]`` (intercept column)
+ 1     ``sum x1 y``        ``X'Y[1]``
+ 2     ``sum x2 y``        ``X'Y[2]``
+ 3     ``sum y^2``         ``Y'Y``
+ 4     ``sum x1``          ``X'X[1, 0]``
+ 5     ``sum x2``          ``X'X[2, 0]``
+ 6     ``sum x1^2``        ``X'X[1, 1]``
+ 7     ``sum x1 x2``       ``X'X[2, 1]``
+ 8     ``sum x2^2``        ``X'X[2, 2]``
+====  ==================  =================================
+
+(``X'X[0, 0] = n`` is not in the sum: under unbounded DP it is released separately as ``n_dp``.)
+Each per-record coordinate lies in ``[-1, 1]``, so adding or removing one record changes the
+9-vector by at most 9 in L1: every number gets ``Laplace(9 / epsilon_s)`` noise
+(:class:`pmdp.Laplace(epsilon=epsilon_s, sensitivity=9) <pymc_unbounded_dp.Laplace>`), and
+``n_dp = n + DiscreteLaplace(1 / epsilon_n)``.
+
+The analyst's model (all on the original, unclamped scale)::
+
+    mu ~ N(0, I_2),  Phi ~ Wishart(2, I_2),  tau ~ Gamma(1, 1),  beta | tau ~ N(0, I_3 / tau)
+    x_i ~ N(mu, Phi^-1),  y_i | x_i ~ N(beta_0 + x_i' beta_{1:2}, 1 / tau)
+
+and the release is modelled with the *same* clamp-and-rescale inside :func:`pmdp.PrivatizedSum
+<pymc_unbounded_dp.PrivatizedSum>`. ``Phi`` is written through its Bartlett decomposition
+(``Phi = A A'``, ``A = [[sqrt(c1), 0], [z, sqrt(c2)]]``, ``c1 ~ chi2(2)``, ``c2 ~ chi2(1)``,
+``z ~ N(0, 1)``), which is exactly ``Wishart(2, I)`` and has unconstrained NUTS-friendly pieces.
+
+Examples
+--------
+>>> from pymc_unbounded_dp.examples import regression as reg
+>>> data = reg.simulate_regression(n=200, seed=1)
+>>> release = reg.privatize_regression(data, epsilon_s=1.0, epsilon_n=0.5, seed=2)
+>>> release.values.shape, release.sensitivity
+((9,), 9.0)
+>>> model = reg.regression_model(release)          # unbounded DP: n is latent
+>>> sorted(model.named_vars)[:4]
+['Phi', 'Phi_c1', 'Phi_c2', 'Phi_z']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+import pymc_unbounded_dp as pmdp
+
+__all__ = [
+    "CLAMP",
+    "N_STATISTICS",
+    "SENSITIVITY",
+    "STATISTIC_NAMES",
+    "TRUE_BETA",
+    "TRUE_MU",
+    "TRUE_TAU",
+    "RegressionData",
+    "RegressionRelease",
+    "clamp_rescale",
+    "privatize_regression",
+    "regression_model",
+    "regression_statistics",
+    "regression_statistic_tensor",
+    "regression_truth",
+    "simulate_regression",
+]
+
+#: Clamping bound of every coordinate (x1, x2, y); clamped values are divided by it.
+CLAMP = 5.0
+#: Number of released numbers.
+N_STATISTICS = 9
+#: Add/remove-one L1 sensitivity of the 9 released numbers (each per-record entry is in [-1, 1]).
+SENSITIVITY = 9.0
+STATISTIC_NAMES = ("sum_y", "sum_x1y", "sum_x2y", "sum_yy", "sum_x1", "sum_x2", "sum_x1x1",
+                   "sum_x1x2", "sum_x2x2")
+
+TRUE_MU = np.array([1.0, -1.0])
+TRUE_BETA = np.array([0.0, -1.0, 1.0])
+TRUE_TAU = 1.0
+
+
+@dataclass(frozen=True)
+class RegressionData:
+    """Confidential regression data: covariates ``x`` (``n x 2``) and responses ``y`` (``n``)."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+@dataclass(frozen=True)
+class RegressionRelease:
+    """What the curator publishes, plus (hidden from the unbounded model) the true ``n``.
+
+    Attributes
+    ----------
+    values : ndarray, shape (9,)
+        The noisy statistics, ordered as :data:`STATISTIC_NAMES`.
+    n_dp : int
+        The noisy sample size (unbounded DP).
+    epsilon_s, epsilon_n : float
+        Budgets of the statistics and of the count.
+    n : int
+        The true number of records. Public under bounded DP (``regression_model(...,
+        bounded=True)`` uses it); the unbounded model never reads it. Kept for comparisons.
+    """
+
+    values: np.ndarray
+    n_dp: int
+    epsilon_s: float
+    epsilon_n: float
+    n: int = field(repr=False)
+
+    @property
+    def sensitivity(self) -> float:
+        return SENSITIVITY
+
+    @property
+    def mechanism(self) -> pmdp.Laplace:
+        """Noise on each of the 9 statistics: ``Laplace(scale = 9 / epsilon_s)``."""
+        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=SENSITIVITY)
+
+    @property
+    def n_mechanism(self) -> pmdp.DiscreteLaplace:
+        """Noise on the count: ``DiscreteLaplace(scale = 1 / epsilon_n)``."""
+        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
+
+
+def regression_truth() -> dict[str, float]:
+    """The data-generating values, by the names used in the posterior (``beta[j]``, ...)."""
+    truth = {f"beta[{j}]": float(b) for j, b in enumerate(TRUE_BETA)}
+    truth["tau"] = TRUE_TAU
+    truth.update({f"mu[{j}]": float(m) for j, m in enumerate(TRUE_MU)})
+    return truth
+
+
+def simulate_regression(n: int = 1000, seed=None) -> RegressionData:
+    """``x ~ N((1, -1), I)``, ``y = 0 - x1 + x2 + N(0, 1)``: the paper's simulated data."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"simulate_regression: `n` must be a non-negative integer, got {n!r}.")
+    rng = np.random.default_rng(seed)
+    x = rng.normal(TRUE_MU, 1.0, size=(int(n), 2))
+    y = TRUE_BETA[0] + x @ TRUE_BETA[1:] + rng.normal(0.0, 1.0 / np.sqrt(TRUE_TAU), size=int(n))
+    return RegressionData(x=x, y=y)
+
+
+def clamp_rescale(values):
+    """Clamp to ``[-5, 5]`` and rescale to ``[-1, 1]`` (NumPy arrays or PyTensor tensors)."""
+    if isinstance(values, pt.TensorVariable):
+        return pt.clip(values, -CLAMP, CLAMP) / CLAMP
+    return np.clip(values, -CLAMP, CLAMP) / CLAMP
+
+
+def _per_record(x1, x2, y, stack):
+    return stack([y, x1 * y, x2 * y, y * y, x1, x2, x1 * x1, x1 * x2, x2 * x2])
+
+
+def regression_statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The curator's exact 9 statistics (summed over records), before noise."""
+    x = clamp_rescale(np.asarray(x, dtype=float))
+    y = clamp_rescale(np.asarray(y, dtype=float))
+    rows = _per_record(x[:, 0], x[:, 1], y, lambda cols: np.stack(cols, axis=1))
+    return rows.sum(axis=0)
+
+
+def regression_statistic_tensor(X, y):
+    """The per-record statistic (``n x 9``) as a PyTensor expression of the record variables."""
+    xc = clamp_rescale(X)
+    yc = clamp_rescale(y)
+    return _per_record(xc[:, 0], xc[:, 1], yc, lambda cols: pt.stack(cols, axis=1))
+
+
+def privatize_regression(
+    data: RegressionData, epsilon_s: float, epsilon_n: float, seed=None
+) -> RegressionRelease:
+    """Release the 9 statistics with Laplace noise and ``n`` with discrete Laplace noise.
+
+    The noise is simulated with a seeded generator (:meth:`Mechanism.simulate
+    <pymc_unbounded_dp.Mechanism.simulate>`): this is for simulation studies. A real release would
+    use ``mechanism.release(...)``.
+    """
+    statistics_mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
+    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
+    s_seed, n_seed = np.random.SeedSequence(seed).spawn(2)
+    exact = regression_statistics(data.x, data.y)
+    values = exact + statistics_mechanism.simulate(N_STATISTICS, random_seed=np.random.default_rng(s_seed))
+    n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
+    return RegressionRelease(
+        values=np.asarray(values, dtype=float),
+        n_dp=int(n_dp),
+        epsilon_s=float(epsilon_s),
+        epsilon_n=float(epsilon_n),
+        n=data.n,
+    )
+
+
+def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=None) -> pm.Model:
+    """The Bayesian model of the release (see the module docstring).
+
+    Parameters
+    ----------
+    release : RegressionRelease
+    bounded : bool, default False
+        ``True``: bounded DP, ``n = release.n`` is known and ``n_dp`` is ignored. ``False``:
+        unbounded DP, ``n`` is latent with the release ``n_dp``.
+    n_prior : TensorVariable, optional
+        Prior of ``n`` (unbounded DP), an unregistered discrete distribution; ``None`` is flat on
+        ``n >= 0``.
+
+    Returns
+    -------
+    pm.Model
+        Free parameters ``mu`` (2), ``Phi_c1``, ``Phi_c2``, ``Phi_z`` (``Phi`` as a
+        deterministic), ``tau``, ``beta`` (3: intercept, x1, x2) and, unbounded, ``n``.
+    """
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=2)
+        c1 = pm.ChiSquared("Phi_c1", nu=2)
+        c2 = pm.ChiSquared("Phi_c2", nu=1)
+        z = pm.Normal("Phi_z", 0.0, 1.0)
+        zero = pt.zeros(())
+        bartlett = pt.stack([pt.stack([pt.sqrt(c1), zero]), pt.stack([z, pt.sqrt(c2)])])
+        phi = pm.Deterministic("Phi", bartlett @ bartlett.T)
+        tau = pm.Gamma("tau", alpha=1.0, beta=1.0)
+        beta = pm.Normal("beta", 0.0, sigma=1.0 / pt.sqrt(tau), shape=3)
+        if bounded:
+            n = int(release.n)
+        else:
+            n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
+        X = pmdp.Records("X", pm.MvNormal.dist(mu, tau=phi), n=n)
+        y = pmdp.Records("y", pm.Normal.dist(beta[0] + X @ beta[1:], 1.0 / pt.sqrt(tau)), n=n)
+        pmdp.PrivatizedSum(
+            "s", regression_statistic_tensor(X, y), release.mechanism, observed=release.values
+        )
+    return model
