@@ -12,7 +12,7 @@ from pymc_unbounded_dp.steps import augmentation_step
 
 __all__ = ["sample"]
 
-_STEP_NAMES = {cls.name for cls in pm.STEP_METHODS}
+_STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
 
 
 def sample(
