@@ -1,0 +1,143 @@
+"""Model blocks: what they register, and clear errors at model-build time for bad input."""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._compile import compile_model
+
+LAPLACE = pmdp.Laplace(epsilon=1.0)
+
+
+@pytest.fixture
+def model():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1, shape=2)
+        pm.Normal("beta", 0, 1, shape=2)
+        pmdp.Records("X", pm.Normal.dist(mu, 1), n=30)
+    return model
+
+
+def test_records_are_observed_data_with_a_leading_record_axis(model):
+    assert model["X"] in model.observed_RVs
+    assert [v.name for v in model.value_vars] == ["mu", "beta"]
+    assert model["X"].eval().shape == (30, 2)
+
+
+def test_row_wise_records_and_several_sums(model):
+    with model:
+        y = pmdp.Records("y", pm.Normal.dist(model["X"] @ model["beta"], 1), n=30)
+        X = model["X"]
+        pmdp.PrivatizedSum("xy", pt.stack([X[:, 0] * y, X[:, 1] * y], axis=1), LAPLACE, [1.0, 2.0])
+        pmdp.PrivatizedSum("yy", pt.clip(y, -1, 1) ** 2, pmdp.Gaussian(sigma=1.0), 3.0)
+    compiled = compile_model(model)
+    assert compiled.record_names == ("X", "y")
+    records, stats = compiled.propose(model.initial_point(), 7)
+    assert [r.shape for r in records] == [(7, 2), (7,)]
+    expected = np.column_stack([records[0][:, 0] * records[1], records[0][:, 1] * records[1],
+                                np.clip(records[1], -1, 1) ** 2])
+    np.testing.assert_allclose(stats, expected)
+    np.testing.assert_array_equal(compiled.released_sums(), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda m: pmdp.PrivatizedSum("s", m["X"] - m["X"].mean(0), LAPLACE, [1, 2]),
+         "not record-additive"),
+        (lambda m: pmdp.PrivatizedSum("s", pt.sort(m["X"], axis=0), LAPLACE, [1, 2]),
+         "not record-additive"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"].sum(0), LAPLACE, [1, 2]), "leading record axis"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"] * m["mu"], LAPLACE, [1, 2]),
+         "depends on model parameter"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"], LAPLACE, [1, 2, 3]), "shape"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"], LAPLACE, [1, np.nan]), "NaN"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"], pmdp.DiscreteLaplace(epsilon=1), [1, 2]),
+         "integers"),
+        (lambda m: pmdp.PrivatizedSum("s", m["mu"] * 2, LAPLACE, [1, 2]), "does not depend on any"),
+        (lambda m: pmdp.PrivatizedSum("s", m["X"], "laplace", [1, 2]), "mechanism"),
+        (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=31), "share one sample size"),
+        (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=-1), "non-negative integer"),
+        (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=2.5), "non-negative integer"),
+        (lambda m: pmdp.Records("z", m["mu"], n=30), "already a model variable"),
+        (lambda m: pmdp.Records("z", np.ones(3), n=30), "unregistered PyMC distribution"),
+        (lambda m: pmdp.Records("X", pm.Normal.dist(0, 1), n=30), "already has a variable"),
+    ],
+)
+def test_bad_input_fails_at_build_time(model, build, message):
+    with model, pytest.raises((ValueError, TypeError), match=message):
+        build(model)
+
+
+def test_discrete_mechanism_needs_integer_observed():
+    with pm.Model():
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        with pytest.raises(ValueError, match="integer-valued"):
+            pmdp.PrivatizedSum("s", x, pmdp.DiscreteLaplace(epsilon=1.0), observed=3.5)
+
+
+def test_models_without_records_or_sums_are_refused():
+    with pm.Model() as empty:
+        pm.Normal("a")
+    with pytest.raises(ValueError, match="no pmdp.Records"):
+        pmdp.sample(model=empty)
+    with pm.Model() as no_sum:
+        theta = pm.Beta("theta", 1, 1)
+        pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+    with pytest.raises(ValueError, match="no pmdp.PrivatizedSum"):
+        pmdp.sample(model=no_sum)
+
+
+def test_sample_size_bad_input():
+    mechanism = pmdp.DiscreteLaplace(epsilon=0.5)
+    with pm.Model():
+        with pytest.raises(ValueError, match="must be an integer"):
+            pmdp.SampleSize("n", n_dp=10.5, mechanism=mechanism)
+        with pytest.raises(ValueError, match="n < 0"):
+            pmdp.SampleSize("n", n_dp=10, mechanism=mechanism, prior=pm.DiscreteUniform.dist(-3, 20))
+        with pytest.raises(TypeError, match="discrete distribution"):
+            pmdp.SampleSize("n", n_dp=10, mechanism=mechanism, prior=pm.Normal.dist(10, 1))
+        with pytest.raises(ValueError, match="NaN"):
+            pmdp.SampleSize("n", n_dp=np.nan, mechanism=mechanism)
+        n = pmdp.SampleSize("n", n_dp=-4, mechanism=mechanism)  # noisy counts can be negative
+        with pytest.raises(ValueError, match="already has SampleSize"):
+            pmdp.SampleSize("m", n_dp=10, mechanism=mechanism)
+        theta = pm.Beta("theta", 1, 1)
+        pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        with pytest.raises(ValueError, match="share one sample size"):
+            pmdp.Records("z", pm.Bernoulli.dist(theta), n=10)
+
+
+def test_sample_size_starts_at_the_supported_value_closest_to_n_dp():
+    mechanism = pmdp.DiscreteLaplace(epsilon=0.5)
+    with pm.Model() as model:
+        pmdp.SampleSize("a", n_dp=-4, mechanism=mechanism)
+    assert model.initial_point()["a"] == 0
+    with pm.Model() as model:
+        pmdp.SampleSize("b", n_dp=50, mechanism=mechanism, prior=pm.DiscreteUniform.dist(10, 20))
+    assert model.initial_point()["b"] == 20
+
+
+def test_steps_refuse_the_wrong_kind_of_model():
+    with pm.Model():
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        pmdp.PrivatizedSum("s", x, LAPLACE, observed=3.0)
+        with pytest.raises(ValueError, match="known n"):
+            pmdp.ReversibleJump()
+        with pytest.raises(ValueError, match="unbounded DP only"):
+            pmdp.sample(n_moves=3)
+        with pytest.raises(ValueError, match="nuts_sampler"):
+            pmdp.sample(nuts_sampler="numpyro")
+    with pm.Model():
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=10, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, LAPLACE, observed=3.0)
+        with pytest.raises(ValueError, match="SampleSize"):
+            pmdp.DataAugmentation()
+        with pytest.raises(ValueError, match="n_moves"):
+            pmdp.ReversibleJump(n_moves=0)

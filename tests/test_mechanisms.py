@@ -1,0 +1,130 @@
+"""Mechanisms: normalisation, moments, simulators and exact release samplers, guarantees."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+from scipy import integrate, stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import _secure
+from pymc_unbounded_dp.mechanisms import discrete_gaussian_log_normalizer
+
+CONTINUOUS = [pmdp.Laplace(scale=1.7), pmdp.Gaussian(sigma=0.8)]
+DISCRETE = [pmdp.DiscreteLaplace(scale=1.7), pmdp.DiscreteLaplace(scale=0.3),
+            pmdp.DiscreteGaussian(sigma=0.4), pmdp.DiscreteGaussian(sigma=2.5),
+            pmdp.DiscreteGaussian(sigma=40.0)]
+
+
+@pytest.mark.parametrize("mechanism", CONTINUOUS, ids=repr)
+def test_continuous_density_integrates_to_one(mechanism):
+    total, _ = integrate.quad(lambda e: np.exp(mechanism.logpdf(e)), -np.inf, np.inf)
+    assert total == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("mechanism", DISCRETE, ids=repr)
+def test_discrete_pmf_sums_to_one_and_moments(mechanism):
+    k = np.arange(-4000, 4001)
+    pmf = np.exp(mechanism.logpdf(k))
+    assert pmf.sum() == pytest.approx(1.0, abs=1e-12)
+    if isinstance(mechanism, pmdp.DiscreteLaplace):
+        q = math.exp(-1 / mechanism.scale)
+        assert np.sum(pmf * k**2) == pytest.approx(2 * q / (1 - q) ** 2, rel=1e-10)
+    else:
+        assert np.sum(pmf * k**2) <= mechanism.sigma**2 + 1e-12  # CKS: variance < sigma^2
+    assert mechanism.logpdf(0.5) == -np.inf
+
+
+def test_discrete_gaussian_normaliser_both_branches_agree_with_direct_sum():
+    for sigma in (0.2, 0.99, 1.0, 3.0, 25.0):
+        k = np.arange(-3000, 3001)
+        direct = math.log(np.sum(np.exp(-(k**2) / (2 * sigma**2))))
+        assert discrete_gaussian_log_normalizer(sigma) == pytest.approx(direct, rel=1e-13)
+
+
+@pytest.mark.parametrize("mechanism", CONTINUOUS + DISCRETE, ids=repr)
+def test_pytensor_log_density_equals_numpy(mechanism):
+    values = np.array([-3.0, 0.0, 1.0, 7.0])
+    np.testing.assert_allclose(mechanism.logp(pt.as_tensor(values)).eval(), mechanism.logpdf(values))
+
+
+@pytest.mark.parametrize("mechanism", CONTINUOUS, ids=repr)
+def test_continuous_simulator_matches_cdf(mechanism):
+    draws = mechanism.simulate(20000, random_seed=1)
+    dist = stats.laplace(scale=mechanism.scale) if isinstance(mechanism, pmdp.Laplace) else \
+        stats.norm(scale=mechanism.scale)
+    assert stats.kstest(draws, dist.cdf).pvalue > 1e-3
+
+
+def _chi_square_pvalue(draws, mechanism):
+    values, counts = np.unique(draws, return_counts=True)
+    expected = np.exp(mechanism.logpdf(values)) * len(draws)
+    keep = expected >= 5
+    observed = np.append(counts[keep], counts[~keep].sum())
+    expected = np.append(expected[keep], len(draws) - expected[keep].sum())
+    return stats.chisquare(observed, expected).pvalue
+
+
+@pytest.mark.parametrize("mechanism", DISCRETE, ids=repr)
+def test_discrete_simulator_matches_pmf(mechanism):
+    draws = mechanism.simulate(20000, random_seed=2)
+    assert draws.dtype.kind == "i"
+    assert _chi_square_pvalue(draws, mechanism) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "mechanism", [pmdp.DiscreteLaplace(scale=1.5), pmdp.DiscreteGaussian(sigma=1.3)], ids=repr
+)
+def test_exact_release_matches_pmf(mechanism):
+    released = mechanism.release(np.zeros(3000, dtype=int))
+    assert released.dtype == np.int64
+    assert _chi_square_pvalue(released, mechanism) > 1e-3
+
+
+def test_exact_bernoulli_exp():
+    rng_draws = [_secure.bernoulli_exp(Fraction(3, 2)) for _ in range(4000)]
+    p = math.exp(-1.5)
+    assert abs(np.mean(rng_draws) - p) < 4 * math.sqrt(p * (1 - p) / 4000)
+
+
+def test_continuous_release_is_on_a_fine_grid_near_the_value():
+    mechanism = pmdp.Laplace(scale=2.0)
+    released = mechanism.release(np.full(2000, 10.25))
+    assert stats.kstest(released - 10.25, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    with pytest.raises(ValueError, match="integer-valued"):
+        pmdp.DiscreteLaplace(epsilon=1).release([1.5])
+
+
+def test_guarantees_are_computed_from_scale_and_sensitivity():
+    assert pmdp.Laplace(epsilon=0.5, sensitivity=9).scale == 18.0
+    assert pmdp.Laplace(scale=18.0, sensitivity=9).epsilon == 0.5
+    assert pmdp.Laplace(scale=2.0, sensitivity=0).epsilon == 0.0
+    assert pmdp.Gaussian(rho=0.125, sensitivity=2).sigma == pytest.approx(4.0)
+    assert pmdp.DiscreteGaussian(sigma=2.0, sensitivity=2).rho == pytest.approx(0.5)
+    assert pmdp.DiscreteLaplace(epsilon=0.25).privacy == {"epsilon": 0.25}
+    assert pmdp.Gaussian(sigma=1.0).privacy == {"rho": 0.5}
+    assert pmdp.DiscreteLaplace(epsilon=1).domain == "integers"
+    assert pmdp.Laplace(epsilon=1).domain == "reals"
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: pmdp.Laplace(epsilon=0), "epsilon"),
+        (lambda: pmdp.Laplace(epsilon=-1), "epsilon"),
+        (lambda: pmdp.Laplace(epsilon=math.inf), "epsilon"),
+        (lambda: pmdp.Laplace(scale=0), "scale"),
+        (lambda: pmdp.Laplace(epsilon=1, scale=1), "exactly one"),
+        (lambda: pmdp.Laplace(), "exactly one"),
+        (lambda: pmdp.Laplace(epsilon=1, sensitivity=-1), "sensitivity"),
+        (lambda: pmdp.Gaussian(rho=0), "rho"),
+        (lambda: pmdp.Gaussian(sigma="a"), "number"),
+        (lambda: pmdp.DiscreteLaplace(epsilon=1, sensitivity=1.5), "integer"),
+        (lambda: pmdp.DiscreteGaussian(rho=1, sensitivity=0), "sensitivity"),
+    ],
+)
+def test_bad_parameters(build, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        build()
