@@ -1,0 +1,276 @@
+"""ATUS 2019 time use: Dirichlet shares from privatized log-shares (Section 6.2 of Awan, Barrientos & Ju).
+
+Each of ``n = 6656`` respondents of the 2019 American Time Use Survey has three daily time shares
+(personal care, eating and drinking, other), modelled as ``x_i ~ Dirichlet(alpha)`` with
+``alpha_j ~ Gamma(1, rate 0.1)``. The Dirichlet's sufficient statistic is ``sum_i log x_ij``; the
+curator clamps it below at one minute, ``t(x) = log(max(x_j, 1/1440))`` (each coordinate in
+``[-log 1440, 0]``), so adding, removing or replacing one record changes the 3-vector by at most
+``Delta = 3 log 1440 ≈ 21.8`` in L1.
+
+* **Unbounded DP**: releases ``sum_i t(x_i) + Laplace(Delta / epsilon_s)`` per coordinate and
+  ``n_dp = n + DiscreteLaplace(1 / epsilon_n)``.
+* **Bounded DP** (``n`` public): the paper releases the mean ``(1/n) sum_i t(x_i) +
+  Laplace(Delta / (n epsilon_s))``. Multiplying by the public ``n`` turns it into the sum plus
+  ``Laplace(Delta / epsilon_s)``: the *same* release as the unbounded one, so both models here read
+  the released sum (:attr:`AtusRelease.values`) with ``pmdp.Laplace(epsilon=epsilon_s,
+  sensitivity=Delta)``; :attr:`AtusRelease.mean` gives the paper's bounded release.
+
+The data are read from a directory holding ``female.csv`` and ``male.csv`` (the reduced data set
+of the paper); where it is absent, :func:`load_atus` falls back to data simulated from the
+non-private MLE ``alpha = (12.60, 1.59, 17.16)`` and says so.
+
+Examples
+--------
+>>> from pymc_unbounded_dp.examples import atus
+>>> data = atus.simulate_atus(n=500, seed=1)
+>>> release = atus.privatize_atus(data, epsilon_s=1.0, epsilon_n=0.1, seed=2)
+>>> release.values.shape, round(release.sensitivity, 2)
+((3,), 21.82)
+>>> model = atus.atus_model(release, bounded=True)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+import pymc_unbounded_dp as pmdp
+
+__all__ = [
+    "ATUS_ENV",
+    "ATUS_FILES",
+    "ATUS_N",
+    "COLUMNS",
+    "MIN_SHARE",
+    "MLE_ALPHA",
+    "SENSITIVITY",
+    "AtusData",
+    "AtusRelease",
+    "atus_model",
+    "atus_statistics",
+    "default_atus_dir",
+    "dirichlet_dist",
+    "dirichlet_mle",
+    "load_atus",
+    "privatize_atus",
+    "simulate_atus",
+]
+
+#: Environment variable naming the data directory.
+ATUS_ENV = "PMDP_ATUS_DIR"
+ATUS_FILES = ("female.csv", "male.csv")
+COLUMNS = ("PERSONAL.CARE", "EATING.AND.DRINKING", "OTHER")
+ATUS_N = 6656
+#: One minute of the day: the clamping floor of every share.
+MIN_SHARE = 1.0 / 1440.0
+#: L1 sensitivity of the 3-vector of clamped log-shares, ``-3 log(1/1440) = 3 log 1440``.
+SENSITIVITY = -3.0 * math.log(MIN_SHARE)
+#: Non-private Dirichlet MLE on the real data (the paper's reference values).
+MLE_ALPHA = np.array([12.60, 1.59, 17.16])
+
+
+@dataclass(frozen=True)
+class AtusData:
+    """Confidential time shares ``x`` (``n x 3``, rows sum to 1) and where they came from."""
+
+    x: np.ndarray
+    source: str
+    simulated: bool
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+
+@dataclass(frozen=True)
+class AtusRelease:
+    """The released noisy sum of clamped log-shares, ``n_dp``, the budgets, and the true ``n``.
+
+    ``n`` is public only under bounded DP (``atus_model(..., bounded=True)`` reads it); the
+    unbounded model never does.
+    """
+
+    values: np.ndarray
+    n_dp: int
+    epsilon_s: float
+    epsilon_n: float
+    n: int = field(repr=False)
+
+    @property
+    def sensitivity(self) -> float:
+        return SENSITIVITY
+
+    @property
+    def mechanism(self) -> pmdp.Laplace:
+        """Noise on each coordinate of the sum: ``Laplace(3 log 1440 / epsilon_s)``."""
+        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=SENSITIVITY)
+
+    @property
+    def n_mechanism(self) -> pmdp.DiscreteLaplace:
+        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """The bounded-DP release of the paper: ``values / n`` = mean + ``Laplace(Delta/(n eps))``."""
+        return self.values / self.n
+
+
+def default_atus_dir() -> Path | None:
+    """``$PMDP_ATUS_DIR`` if set, else ``../shared/data/atus2019`` next to the repository if it
+    exists, else ``None`` (use simulated data)."""
+    env = os.environ.get(ATUS_ENV)
+    if env:
+        return Path(env)
+    candidate = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "atus2019"
+    return candidate if candidate.is_dir() else None
+
+
+def simulate_atus(n: int = ATUS_N, alpha=MLE_ALPHA, seed=None) -> AtusData:
+    """Stand-in data: ``n`` draws from ``Dirichlet(alpha)``, floored at one minute like the survey."""
+    rng = np.random.default_rng(seed)
+    x = rng.dirichlet(np.asarray(alpha, dtype=float), size=int(n))
+    x = np.maximum(x, MIN_SHARE)
+    x /= x.sum(axis=1, keepdims=True)
+    return AtusData(x=x, source=f"simulated Dirichlet{tuple(float(a) for a in alpha)}, n={n}",
+                    simulated=True)
+
+
+def load_atus(path=None, *, simulate_if_missing: bool = True, seed: int = 2019) -> AtusData:
+    """Read the ATUS shares from ``path`` (or :func:`default_atus_dir`).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        Directory with ``female.csv`` and ``male.csv``. An explicit path (or ``$PMDP_ATUS_DIR``)
+        that does not hold them is an error.
+    simulate_if_missing : bool, default True
+        With no path given and no default directory, return :func:`simulate_atus` data
+        (``n = 6656``, the paper's MLE) instead of failing.
+    seed : int
+        Seed of the simulated stand-in.
+
+    Raises
+    ------
+    FileNotFoundError
+        If an explicitly given directory (argument or environment variable) lacks the files.
+    """
+    explicit = path is not None or bool(os.environ.get(ATUS_ENV))
+    directory = Path(path) if path is not None else default_atus_dir()
+    if directory is None:
+        if not simulate_if_missing:
+            raise FileNotFoundError(
+                f"No ATUS data directory: pass a path or set ${ATUS_ENV} to the folder with "
+                f"{' and '.join(ATUS_FILES)}."
+            )
+        return simulate_atus(ATUS_N, MLE_ALPHA, seed=seed)
+    missing = [name for name in ATUS_FILES if not (directory / name).is_file()]
+    if missing:
+        where = "the path given" if path is not None else f"${ATUS_ENV}" if explicit else "default"
+        raise FileNotFoundError(
+            f"ATUS data directory {str(directory)!r} ({where}) lacks {', '.join(missing)}; it "
+            f"should hold {' and '.join(ATUS_FILES)} (see /work/shared/data/atus2019/README.md)."
+        )
+    import pandas as pd
+
+    frames = [pd.read_csv(directory / name, index_col=0) for name in ATUS_FILES]
+    x = pd.concat(frames)[list(COLUMNS)].to_numpy(dtype=float)
+    return AtusData(x=x, source=str(directory), simulated=False)
+
+
+def atus_statistics(x: np.ndarray) -> np.ndarray:
+    """The curator's exact sum of clamped log-shares, ``sum_i log(max(x_ij, 1/1440))``."""
+    return np.log(np.maximum(np.asarray(x, dtype=float), MIN_SHARE)).sum(axis=0)
+
+
+def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None) -> AtusRelease:
+    """Release the sum of clamped log-shares (Laplace) and ``n`` (discrete Laplace), seeded.
+
+    Simulation-study noise (:meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`);
+    a real release would use ``mechanism.release(...)``.
+    """
+    mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
+    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
+    s_seed, n_seed = np.random.SeedSequence(seed).spawn(2)
+    values = atus_statistics(data.x) + mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
+    n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
+    return AtusRelease(
+        values=np.asarray(values, dtype=float),
+        n_dp=int(n_dp),
+        epsilon_s=float(epsilon_s),
+        epsilon_n=float(epsilon_n),
+        n=data.n,
+    )
+
+
+def _dirichlet_random(alpha, rng=None, size=None):
+    alpha = np.asarray(alpha)
+    if all(d == 1 for d in alpha.shape[:-1]):
+        rows = tuple(size) if size is not None else alpha.shape[:-1]
+        return rng.dirichlet(alpha.reshape(-1), size=rows)
+    from pytensor.tensor.random.basic import dirichlet
+
+    return dirichlet.rng_fn(rng, alpha, None if size is None else tuple(size))
+
+
+def _dirichlet_logp(value, alpha):
+    return pm.logp(pm.Dirichlet.dist(alpha), value)
+
+
+def dirichlet_dist(alpha) -> pt.TensorVariable:
+    """``pm.Dirichlet.dist(alpha)`` with a vectorised random draw (same density, same draws).
+
+    PyTensor pads the parameters of a sized random variable to the batch rank, and its Dirichlet
+    sampler then draws row by row in Python (several ms per 1,000 records, most of an ATUS
+    iteration). Shared ``alpha`` is drawn here in one ``Generator.dirichlet`` call; the
+    log-density is PyMC's own.
+    """
+    return pm.CustomDist.dist(
+        alpha, random=_dirichlet_random, logp=_dirichlet_logp, signature="(a)->(a)"
+    )
+
+
+def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.Model:
+    """``alpha_j ~ Gamma(1, rate 0.1)``, ``x_i ~ Dirichlet(alpha)``, the release of the clamped sum.
+
+    Parameters
+    ----------
+    release : AtusRelease
+    bounded : bool, default False
+        ``True``: ``n = release.n`` is known (bounded DP, the mean release written as a sum).
+        ``False``: ``n`` is latent with the release ``n_dp``.
+    n_prior : TensorVariable, optional
+        Prior of ``n`` under unbounded DP (``None``: flat on ``n >= 0``).
+    """
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", alpha=1.0, beta=0.1, shape=3)
+        if bounded:
+            n = int(release.n)
+        else:
+            n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
+        x = pmdp.Records("x", dirichlet_dist(alpha), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism, observed=release.values
+        )
+    return model
+
+
+def dirichlet_mle(x: np.ndarray, iterations: int = 200) -> np.ndarray:
+    """Non-private Dirichlet MLE (Minka's fixed point), for reference."""
+    from scipy.special import digamma, polygamma
+
+    log_mean = np.log(np.maximum(np.asarray(x, dtype=float), MIN_SHARE)).mean(axis=0)
+    alpha = np.ones(log_mean.shape[0])
+    for _ in range(iterations):
+        target = digamma(alpha.sum()) + log_mean
+        # invert digamma by Newton
+        a = np.where(target >= -2.22, np.exp(target) + 0.5, -1.0 / (target - digamma(1.0)))
+        for _ in range(5):
+            a = a - (digamma(a) - target) / polygamma(1, a)
+        alpha = a
+    return alpha
