@@ -26,7 +26,7 @@ from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import find_rng_nodes, reseed_rngs
 from pytensor.graph.replace import clone_replace
 
-from pymc_unbounded_dp._graph import with_record_count
+from pymc_unbounded_dp._graph import KERNEL_MODE, with_record_count
 from pymc_unbounded_dp.blocks import ModelBlocks, SampleSizeSpec, model_blocks, observed_value
 from pymc_unbounded_dp.mechanisms import Mechanism
 
@@ -169,7 +169,9 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
     outputs = with_record_count(
         at_values([*record_rvs, stats]), [r.data for r in blocks.records], m
     )
-    propose = compile_pymc([*value_vars, m], outputs, on_unused_input="ignore", random_seed=0)
+    propose = compile_pymc(
+        [*value_vars, m], outputs, on_unused_input="ignore", random_seed=0, mode=KERNEL_MODE
+    )
 
     log_prior_n = None
     n_noise = None
@@ -178,7 +180,8 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
         values = pt.vector("n_values", dtype="int64")
         log_prior = pm.logp(n_spec.rv, values, warn_rvs=False)
         log_prior_n = compile_pymc(
-            [*value_vars, values], at_values([log_prior])[0], on_unused_input="ignore"
+            [*value_vars, values], at_values([log_prior])[0], on_unused_input="ignore",
+            mode=KERNEL_MODE,
         )
         n_noise = NoiseArrays.of([n_spec.mechanism], [1])
 
