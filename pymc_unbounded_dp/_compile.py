@@ -57,7 +57,7 @@ class CompiledModel:
     noise: NoiseArrays
     n_noise: NoiseArrays | None
     _propose: object
-    _log_prior_n: object | None
+    _log_prior_n: object | None  # None: flat prior on n >= 0
 
     @property
     def sample_size(self) -> SampleSizeSpec | None:
@@ -103,7 +103,9 @@ class CompiledModel:
         """Log prior of ``n`` at each of ``values`` (``-inf`` below 0)."""
         out = np.full(values.shape, -np.inf)
         valid = values >= 0
-        if np.any(valid):
+        if self._log_prior_n is None:  # flat prior on n >= 0
+            out[valid] = 0.0
+        elif np.any(valid):
             args = (point[name] for name in self.input_names)
             out[valid] = np.broadcast_to(self._log_prior_n(*args, values[valid]), values[valid].shape)
         return out
@@ -177,13 +179,14 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
     n_noise = None
     if blocks.sample_sizes:
         n_spec = blocks.sample_sizes[0]
+        n_noise = NoiseArrays.of([n_spec.mechanism], [1])
+    if blocks.sample_sizes and not blocks.sample_sizes[0].flat_prior:
         values = pt.vector("n_values", dtype="int64")
         log_prior = pm.logp(n_spec.rv, values, warn_rvs=False)
         log_prior_n = compile_pymc(
             [*value_vars, values], at_values([log_prior])[0], on_unused_input="ignore",
             mode=KERNEL_MODE,
         )
-        n_noise = NoiseArrays.of([n_spec.mechanism], [1])
 
     return CompiledModel(
         model=model,

@@ -17,6 +17,7 @@ term only for MAP. It is compiled on two scales, both as functions of one flat v
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -25,7 +26,6 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import replace_rvs_by_values
-from pytensor.gradient import hessian
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._compile import CompiledModel
@@ -98,6 +98,7 @@ class CompleteDataLogLik:
         self.param_rvs = [model.values_to_rvs[v] for v in self.value_vars]
         check_parameters(self.compiled, self.param_rvs)
         point = model.initial_point()
+        self.initial_point = point
         self.unconstrained = Layout.of(
             [v.name for v in self.value_vars], [np.shape(point[v.name]) for v in self.value_vars]
         )
@@ -176,10 +177,13 @@ class CompleteDataLogLik:
                 inputs = self._natural_inputs(flat)
             objective = clone_replace(self._objective, inputs)
             grad = pytensor.grad(objective, flat)
+            # Row by row rather than pytensor's scan-based hessian: few parameters, fast compile.
+            size = self.unconstrained.size if name == "unconstrained" else self.natural.size
+            hess = pt.stack([pytensor.grad(grad[j], flat) for j in range(size)])
             args = [flat, self.n_values]
             self._scales[name] = ScaleFunctions(
                 value_and_grad=pytensor.function(args, [objective, grad], on_unused_input="ignore"),
-                hessian=pytensor.function(args, hessian(objective, flat), on_unused_input="ignore"),
+                hessian=pytensor.function(args, hess, on_unused_input="ignore"),
             )
         return self._scales[name]
 
@@ -203,7 +207,7 @@ class CompleteDataLogLik:
 
     def point(self, unconstrained: np.ndarray, n: int) -> dict:
         """A model point (value-variable dict) for the kernels: parameters at ``unconstrained``."""
-        point = self.compiled.model.initial_point()
+        point = dict(self.initial_point)
         point.update(
             {
                 name: np.asarray(value, dtype=point[name].dtype)
@@ -213,6 +217,19 @@ class CompleteDataLogLik:
         if self.compiled.n_value_name is not None:
             point[self.compiled.n_value_name] = np.asarray(n, dtype=point[self.compiled.n_value_name].dtype)
         return point
+
+
+_CACHE: weakref.WeakKeyDictionary[CompiledModel, dict[bool, CompleteDataLogLik]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def complete_data_loglik(compiled: CompiledModel, include_prior: bool) -> CompleteDataLogLik:
+    """The (cached) :class:`CompleteDataLogLik` of a compiled model."""
+    per_model = _CACHE.setdefault(compiled, {})
+    if include_prior not in per_model:
+        per_model[include_prior] = CompleteDataLogLik(compiled, include_prior)
+    return per_model[include_prior]
 
 
 def check_parameters(compiled: CompiledModel, param_rvs: list) -> None:

@@ -68,6 +68,7 @@ class SampleSizeSpec:
     mechanism: Mechanism
     release_rv: TensorVariable
     initial: int
+    flat_prior: bool
 
 
 @dataclass
@@ -451,7 +452,8 @@ def SampleSize(
             f"{owner}: the model already has SampleSize "
             f"{model_blocks(model).sample_sizes[0].name!r}; all Records share one sample size."
         )
-    if prior is None:
+    flat_prior = prior is None
+    if flat_prior:
         prior = pm.CustomDist.dist(
             logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf), dtype="int64"
         )
@@ -466,7 +468,8 @@ def SampleSize(
     rv = model.register_rv(prior, name, initval=initial)
     release = _register_release(model, f"{name}_dp", rv, mechanism, n_dp)
     spec = SampleSizeSpec(
-        name=name, rv=rv, mechanism=mechanism, release_rv=release, initial=initial
+        name=name, rv=rv, mechanism=mechanism, release_rv=release, initial=initial,
+        flat_prior=flat_prior,
     )
     model_blocks(model).sample_sizes.append(spec)
     return rv

@@ -29,7 +29,7 @@ import numpy as np
 
 from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
 
-__all__ = ["RecordState", "SweepInfo", "init", "refresh", "birth_death", "sweep"]
+__all__ = ["Proposals", "RecordState", "SweepInfo", "init", "refresh", "birth_death", "sweep"]
 
 
 class RecordState(NamedTuple):
@@ -219,24 +219,32 @@ def _with_capacity(array: np.ndarray, capacity: int) -> np.ndarray:
     return out
 
 
+class Proposals(NamedTuple):
+    """Fresh records drawn from the model, one array per record variable, and their statistics."""
+
+    records: list[np.ndarray]
+    stats: np.ndarray
+
+    def rows(self, start: int, stop: int) -> Proposals:
+        return Proposals([r[start:stop] for r in self.records], self.stats[start:stop])
+
+
 def refresh(
-    model: CompiledModel, state: RecordState, point: dict, rng: np.random.Generator
+    model: CompiledModel, state: RecordState, proposals: Proposals, rng: np.random.Generator
 ) -> tuple[RecordState, int]:
     """Refresh every record once (independent Metropolis with proposals from the model).
 
-    Returns the new state and the number of accepted proposals.
+    ``proposals`` holds one fresh record per current record. Returns the new state and the number
+    of accepted proposals.
     """
     n = state.n
-    if n == 0:
-        return state, 0
-    proposals, proposed_stats = model.propose(point, n)
     # Recompute the residual exactly once per sweep: no drift from incremental updates.
     residual = model.released_sums() - state.stats[:n].sum(axis=0)
     log_u = np.log(rng.random(n))
     accepted = _refresh_kernel(
-        state.stats[:n], proposed_stats, residual, log_u, *_noise_args(model.noise)
+        state.stats[:n], proposals.stats, residual, log_u, *_noise_args(model.noise)
     )
-    for buffer, proposal in zip(state.records, proposals):
+    for buffer, proposal in zip(state.records, proposals.records):
         buffer[:n][accepted] = proposal[accepted]
     return state._replace(residual=residual), int(accepted.sum())
 
@@ -244,26 +252,26 @@ def refresh(
 def birth_death(
     model: CompiledModel,
     state: RecordState,
-    point: dict,
+    proposals: Proposals,
+    log_prior: np.ndarray,
     rng: np.random.Generator,
-    n_moves: int,
 ) -> tuple[RecordState, np.ndarray]:
-    """``n_moves`` birth/death moves over ``n`` at the parameters in ``point``.
+    """``K = len(proposals.stats)`` birth/death moves over ``n``; move ``k`` may give birth to
+    proposal ``k``.
 
-    Returns the new state and the counts ``[births accepted, proposed, deaths accepted, proposed]``.
+    ``log_prior`` is ``log g`` at ``n - K, ..., n + K``. Returns the new state and the counts
+    ``[births accepted, births proposed, deaths accepted, deaths proposed]``.
     """
     n = state.n
+    n_moves = proposals.stats.shape[0]
     state = _ensure_capacity(state, n + n_moves)
-    born, born_stats = model.propose(point, n_moves)
-    window = np.arange(n - n_moves, n + n_moves + 1, dtype=np.int64)
-    log_prior = model.log_prior_n(point, window)
     uniforms = rng.random((3, n_moves))
     new_n, moves, counts = _birth_death_kernel(
-        state.stats, n, state.residual, born_stats, uniforms[0], uniforms[1],
+        state.stats, n, state.residual, proposals.stats, uniforms[0], uniforms[1],
         np.log(uniforms[2]), log_prior, n - n_moves, model.released_n(),
         *(a[0] for a in _noise_args(model.n_noise)), *_noise_args(model.noise),
     )
-    for buffer, new in zip(state.records, born):
+    for buffer, new in zip(state.records, proposals.records):
         _apply_moves(_as_rows(buffer), _as_rows(new), moves, n)
     return state._replace(n=int(new_n)), counts
 
@@ -286,11 +294,18 @@ def sweep(
     rng: np.random.Generator,
     n_moves: int = 0,
 ) -> tuple[RecordState, SweepInfo]:
-    """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only)."""
-    n_refreshed = state.n
-    state, refreshed = refresh(model, state, point, rng)
+    """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only).
+
+    All proposals of the sweep come from one vectorised call of the model's sampler.
+    """
+    n = state.n
+    moves = n_moves if model.sample_size is not None else 0
+    proposals = Proposals(*model.propose(point, n + moves))
+    state, refreshed = refresh(model, state, proposals.rows(0, n), rng)
     counts = np.zeros(4, dtype=np.int64)
-    if model.sample_size is not None and n_moves > 0:
-        state, counts = birth_death(model, state, point, rng, n_moves)
-    info = SweepInfo(refreshed, n_refreshed, *(int(c) for c in counts))
-    return state, info
+    if moves:
+        window = np.arange(n - moves, n + moves + 1, dtype=np.int64)
+        state, counts = birth_death(
+            model, state, proposals.rows(n, n + moves), model.log_prior_n(point, window), rng
+        )
+    return state, SweepInfo(refreshed, n, *(int(c) for c in counts))

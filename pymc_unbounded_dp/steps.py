@@ -90,12 +90,10 @@ class RecordsStep(BlockedStep):
     def set_rng(self, rng) -> None:
         self.rng = np.random.default_rng(rng)
         self._state = None
+        self._iteration = 0
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        self._iteration = 0
 
     @staticmethod
     def competence(var, has_grad):
