@@ -175,12 +175,10 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
         [*value_vars, m], outputs, on_unused_input="ignore", random_seed=0, mode=KERNEL_MODE
     )
 
+    n_spec = blocks.sample_sizes[0] if blocks.sample_sizes else None
+    n_noise = NoiseArrays.of([n_spec.mechanism], [1]) if n_spec is not None else None
     log_prior_n = None
-    n_noise = None
-    if blocks.sample_sizes:
-        n_spec = blocks.sample_sizes[0]
-        n_noise = NoiseArrays.of([n_spec.mechanism], [1])
-    if blocks.sample_sizes and not blocks.sample_sizes[0].flat_prior:
+    if n_spec is not None and not n_spec.flat_prior:
         values = pt.vector("n_values", dtype="int64")
         log_prior = pm.logp(n_spec.rv, values, warn_rvs=False)
         log_prior_n = compile_pymc(
