@@ -1,0 +1,175 @@
+"""End-to-end samplers: the §7 regression (``pmdp.sample`` vs the NumPy reference) and ATUS.
+
+Seconds per 1,000 iterations are PyMC's own timing of the sampling loop (compilation excluded);
+effective samples per second are ArviZ's bulk ESS of the kept draws over the time of all
+iterations (warm-up included), for both samplers.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import time
+
+import numpy as np
+
+from _models import atus_model, regression_model, regression_release
+from _util import Row, best_time, ess, sampling_seconds
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import _reference as ref
+from pymc_unbounded_dp import kernels
+from pymc_unbounded_dp._compile import compile_model
+
+REGRESSION = "Regression, N = 1000, unbounded, epsilon_s = 1, epsilon_n = 0.5"
+PROFILE = "Where the time goes: pmdp.sample on the regression (cProfile)"
+ATUS = "ATUS, n = 6656, Dirichlet records, 3-dim log statistic"
+SAMPLE = dict(chains=1, progressbar=False, compute_convergence_checks=False)
+
+
+def _draws(idata, name: str) -> np.ndarray:
+    return np.asarray(idata["posterior"][name].values, dtype=float)
+
+
+def regression(quick: bool) -> tuple[list[Row], dict]:
+    release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
+    tune, draws = (200, 800) if quick else (1000, 9000)
+    ref_iter, ref_burn = (1000, 200) if quick else (3000, 300)
+
+    model = regression_model(release)
+    wall = time.perf_counter()
+    idata = pmdp.sample(model=model, draws=draws, tune=tune, random_seed=1, **SAMPLE)
+    wall = time.perf_counter() - wall
+    seconds = sampling_seconds(idata)
+    ours = {f"beta[{j}]": _draws(idata, "beta")[..., j] for j in range(3)}
+    ours["tau"] = _draws(idata, "tau")
+    ours["n"] = _draws(idata, "n")
+
+    start = time.perf_counter()
+    reference = ref.reference_regression_sampler(release, n_iter=ref_iter, random_seed=1)
+    ref_seconds = time.perf_counter() - start
+    theirs = {f"beta[{j}]": reference["beta"][ref_burn:, j] for j in range(3)}
+    theirs["tau"] = reference["tau"][ref_burn:]
+    theirs["n"] = reference["n"][ref_burn:]
+
+    per_1000 = 1000 * seconds / (tune + draws)
+    ref_per_1000 = 1000 * ref_seconds / ref_iter
+    rows = [
+        Row(REGRESSION, "pmdp.sample: seconds per 1,000 iterations", per_1000, "s",
+            "<= 1.5 (15 s / 10,000)", f"{tune} tune + {draws} draws, NUTS on the parameters; "
+            f"wall time incl. compilation {wall:.1f} s"),
+        Row(REGRESSION, "reference (NumPy, exact Gibbs): seconds per 1,000 iterations", ref_per_1000,
+            "s", "", f"{ref_iter} iterations"),
+        Row(REGRESSION, "speed-up per iteration (reference / pmdp)", ref_per_1000 / per_1000, "x"),
+    ]
+    raw = {"pmdp_seconds": seconds, "pmdp_iterations": tune + draws, "reference_seconds": ref_seconds,
+           "reference_iterations": ref_iter, "ess": {}}
+    for name in ours:
+        e_ours, e_ref = ess(ours[name]), ess(theirs[name])
+        rate, ref_rate = e_ours / seconds, e_ref / ref_seconds
+        raw["ess"][name] = {"pmdp": e_ours, "reference": e_ref,
+                            "pmdp_mean": float(ours[name].mean()),
+                            "reference_mean": float(theirs[name].mean())}
+        rows.append(Row(REGRESSION, f"ESS/s {name}: pmdp | reference", rate, "1/s", "",
+                        f"reference {ref_rate:.3g}/s; ratio {rate / ref_rate:.2g}; ESS {e_ours:.0f} "
+                        f"of {draws} vs {e_ref:.0f} of {ref_iter - ref_burn}; means "
+                        f"{ours[name].mean():.3f} vs {theirs[name].mean():.3f}"))
+    stats = idata["sample_stats"]
+    rows.append(Row(REGRESSION, "NUTS leapfrog steps per iteration (mean)",
+                    float(stats["n_steps"].values.mean()), "", "",
+                    f"step size {float(stats['step_size'].values.mean()):.3g}, "
+                    f"{int(stats['diverging'].values.sum())} divergences"))
+    return rows, {"regression": raw}
+
+
+# --------------------------------------------------------------------------------------------------
+# profile
+# --------------------------------------------------------------------------------------------------
+def _cumulative(stats: pstats.Stats, path_end: str, function: str) -> float:
+    total = 0.0
+    for (filename, _, name), (_, _, _, cumulative, _) in stats.stats.items():
+        if name == function and filename.replace("\\", "/").endswith(path_end):
+            total += cumulative
+    return total
+
+
+def profile(quick: bool) -> tuple[list[Row], dict]:
+    """Split the sampling loop into NUTS (gradients, tree building), record kernels and PyMC."""
+    release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
+    model = regression_model(release)
+    tune, draws = (150, 150) if quick else (500, 500)
+    with model:
+        step = pmdp.ReversibleJump()
+        profiler = cProfile.Profile()
+        profiler.enable()
+        import pymc as pm
+
+        idata = pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
+        profiler.disable()
+    stats = pstats.Stats(profiler)
+    iterations = tune + draws
+    loop = _cumulative(stats, "pymc/sampling/mcmc.py", "_iter_sample")
+    nuts = _cumulative(stats, "hmc/base_hmc.py", "astep")
+    gradients = _cumulative(stats, "hmc/integration.py", "func")
+    records = _cumulative(stats, "pymc_unbounded_dp/steps.py", "step")
+    propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "propose")
+    set_records = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "set_records")
+    log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "log_prior_n")
+    n_grad = int(sum(v[1] for k, v in stats.stats.items()
+                     if k[2] == "func" and k[0].endswith("hmc/integration.py")))
+    parts = {
+        "NUTS: logp + gradient evaluations": gradients,
+        "NUTS: tree building, adaptation (Python)": nuts - gradients,
+        "records: proposals (PyTensor propose)": propose,
+        "records: log prior of n (PyTensor)": log_prior_n,
+        "records: numba loops, uniforms, bookkeeping": records - propose - set_records - log_prior_n,
+        "records: set_records (write PyMC containers)": set_records,
+        "PyMC: compound step, point/trace handling": loop - nuts - records,
+    }
+    rows = [Row(PROFILE, "sampling loop per iteration", 1e3 * loop / iterations, "ms", "",
+                f"{iterations} iterations under cProfile (adds overhead); "
+                f"{n_grad / iterations:.1f} gradient evaluations per iteration, "
+                f"{1e6 * gradients / max(n_grad, 1):.0f} us each")]
+    for label, seconds in parts.items():
+        rows.append(Row(PROFILE, label, 1e3 * seconds / iterations, "ms/iteration", "",
+                        f"{100 * seconds / loop:.0f}%"))
+    raw = {label: seconds / iterations for label, seconds in parts.items()}
+    raw["loop"] = loop / iterations
+    raw["gradient_evaluations_per_iteration"] = n_grad / iterations
+    _ = idata
+    return rows, {"profile": raw}
+
+
+# --------------------------------------------------------------------------------------------------
+# ATUS
+# --------------------------------------------------------------------------------------------------
+def atus(quick: bool) -> tuple[list[Row], dict]:
+    tune, draws = (200, 300) if quick else (500, 1500)
+    rows, raw = [], {}
+    for bounded in (False, True):
+        kind = "bounded" if bounded else "unbounded"
+        model, source = atus_model(bounded=bounded, epsilon_s=1.0, epsilon_n=1.0)
+        idata = pmdp.sample(model=model, draws=draws, tune=tune, random_seed=4, **SAMPLE)
+        per_iteration = sampling_seconds(idata) / (tune + draws)
+        # the record sweep alone (refresh, + birth/death under unbounded DP) at the same settings
+        compiled = compile_model(model)
+        point = model.initial_point()
+        rng = np.random.default_rng(5)
+        n0 = compiled.fixed_n if bounded else compiled.sample_size.initial
+        holder = {"state": kernels.init(compiled, point, n0, rng)}
+        n_moves = 0 if bounded else max(10, round(0.1 * n0))
+
+        def sweep():
+            holder["state"], _ = kernels.sweep(compiled, holder["state"], point, rng, n_moves)
+
+        sweep_s = best_time(sweep, 3, 0.2)
+        stats = idata["sample_stats"]
+        steps = float(stats["n_steps"].values.mean())
+        rows.append(Row(ATUS, f"{kind}: pmdp.sample seconds per iteration", 1e3 * per_iteration,
+                        "ms", "<= 2 (unbounded)", f"{steps:.1f} leapfrog steps/iteration (NUTS)"))
+        rows.append(Row(ATUS, f"{kind}: record sweep alone", 1e3 * sweep_s, "ms", "",
+                        f"refresh of {n0} records" + ("" if bounded else f" + {n_moves} birth/death")))
+        raw[kind] = {"per_iteration_s": per_iteration, "sweep_s": sweep_s, "n_steps": steps,
+                     "source": source}
+    rows.append(Row(ATUS, "data", float("nan"), "", "", raw["bounded"]["source"]))
+    return rows, {"atus": raw}
