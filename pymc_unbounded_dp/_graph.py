@@ -8,6 +8,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.mode import Mode
+
 try:  # PyTensor >= 2.31
     from pytensor.graph.traversal import ancestors
 except ImportError:  # pragma: no cover

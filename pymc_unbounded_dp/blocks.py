@@ -32,7 +32,7 @@ from pytensor.tensor.variable import TensorVariable
 from pymc_unbounded_dp._graph import depends_on, quick_draw, quick_function, with_record_count
 from pymc_unbounded_dp.mechanisms import Mechanism
 
-__all__ = ["Records", "PrivatizedSum", "SampleSize"]
+__all__ = ["PrivatizedSum", "Records", "SampleSize"]
 
 #: Rows drawn to check a statistic at model-build time.
 _CHECK_ROWS = 5

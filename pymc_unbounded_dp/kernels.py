@@ -29,7 +29,7 @@ import numpy as np
 
 from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
 
-__all__ = ["Proposals", "RecordState", "SweepInfo", "init", "refresh", "birth_death", "sweep"]
+__all__ = ["Proposals", "RecordState", "SweepInfo", "birth_death", "init", "refresh", "sweep"]
 
 
 class RecordState(NamedTuple):

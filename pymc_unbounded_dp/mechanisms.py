@@ -37,7 +37,7 @@ import pytensor.tensor as pt
 
 from pymc_unbounded_dp import _secure
 
-__all__ = ["Mechanism", "Laplace", "Gaussian", "DiscreteLaplace", "DiscreteGaussian"]
+__all__ = ["DiscreteGaussian", "DiscreteLaplace", "Gaussian", "Laplace", "Mechanism"]
 
 # Codes shared with the compiled kernels (`_kernels.py`): the log-density of one noise coordinate is
 # ``lognorm - |e| / scale`` (ABS) or ``lognorm - e**2 / (2 scale**2)`` (SQUARE), and -inf off the
@@ -177,12 +177,14 @@ class Mechanism(ABC):
         value = np.asarray(value)
         flat = value.reshape(-1)
         if self.discrete:
-            if not np.issubdtype(value.dtype, np.integer):
-                if not np.all(np.isfinite(flat)) or np.any(flat != np.round(flat)):
-                    raise ValueError(
-                        f"{type(self).__name__}.release: `value` must be integer-valued "
-                        "(the mechanism's domain is the integers)."
-                    )
+            integer_valued = np.issubdtype(value.dtype, np.integer) or (
+                np.all(np.isfinite(flat)) and np.all(flat == np.round(flat))
+            )
+            if not integer_valued:
+                raise ValueError(
+                    f"{type(self).__name__}.release: `value` must be integer-valued "
+                    "(the mechanism's domain is the integers)."
+                )
             noise = [self._exact_draw(Fraction(self.scale)) for _ in flat]
             return (flat.astype(np.int64) + np.asarray(noise, dtype=np.int64)).reshape(value.shape)
         grid = Fraction(2.0 ** math.floor(math.log2(self.scale) - _RELEASE_GRID_BITS))

@@ -22,12 +22,12 @@ import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
-from pymc.step_methods.compound import BlockedStep, CompoundStep, Competence, flatten_steps
+from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 
-__all__ = ["DataAugmentation", "ReversibleJump", "RecordsStep"]
+__all__ = ["DataAugmentation", "RecordsStep", "ReversibleJump"]
 
 
 def _rate(accepted: int, proposed: int) -> float:
@@ -312,7 +312,7 @@ def augmentation_step(
 ) -> DataAugmentation:
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
-    kwargs = dict(model=model, keep_records=keep_records, step_kwargs=step_kwargs)
+    kwargs = {"model": model, "keep_records": keep_records, "step_kwargs": step_kwargs}
     if compiled.sample_size is None:
         if n_moves is not None:
             raise ValueError("`n_moves` applies to unbounded DP only (the model has no SampleSize).")

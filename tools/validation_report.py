@@ -13,10 +13,10 @@ import numpy as np
 import pymc as pm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from mcmc_checks import mcse_of_mean  # noqa: E402
-from oracles import bernoulli_posterior, normal_posterior  # noqa: E402
+from mcmc_checks import mcse_of_mean
+from oracles import bernoulli_posterior, normal_posterior
 
-import pymc_unbounded_dp as pmdp  # noqa: E402
+import pymc_unbounded_dp as pmdp
 
 S = pmdp.Laplace(epsilon=1.0)
 
