@@ -30,19 +30,30 @@ class Row:
 
 
 def best_time(fn, repeats: int = 5, min_time: float = 0.2) -> float:
-    """Best wall time of one call of ``fn`` over ``repeats`` batches (each at least ``min_time``)."""
+    """Best CPU time of one call of ``fn`` over ``repeats`` batches (each at least ``min_time``).
+
+    CPU time of this process (``time.process_time``), not wall time: on a shared machine other
+    processes' load then does not count, and everything here runs on one thread.
+    """
     fn()  # warm up (numba / PyTensor first-call costs)
     best = math.inf
     for _ in range(repeats):
-        calls, start = 0, time.perf_counter()
+        calls, start = 0, time.process_time()
         while True:
             fn()
             calls += 1
-            elapsed = time.perf_counter() - start
+            elapsed = time.process_time() - start
             if elapsed >= min_time:
                 break
         best = min(best, elapsed / calls)
     return best
+
+
+def timed(fn):
+    """``(fn(), wall seconds, CPU seconds)``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def ess(draws) -> float:

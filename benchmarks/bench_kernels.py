@@ -12,7 +12,6 @@ does; see ``docs/architecture.md``), bounded DP so that only the refresh runs. R
 from __future__ import annotations
 
 import numpy as np
-
 from _models import bernoulli_model, regression_model, regression_release
 from _util import Row, best_time
 
@@ -29,21 +28,30 @@ def _kernel_model(kind: str, n: int):
     return regression_model(release, bounded_n=n)
 
 
+def sweeper(model, n: int, n_moves: int = 0, seed: int = 1):
+    """A function running one ``kernels.sweep`` of ``model``'s records (state kept between calls)."""
+    compiled = compile_model(model)
+    point = model.initial_point()
+    rng = np.random.default_rng(seed)
+    holder = {"state": kernels.init(compiled, point, n, rng)}
+
+    def sweep():
+        holder["state"], _ = kernels.sweep(compiled, holder["state"], point, rng, n_moves)
+        return holder["state"]
+
+    return sweep
+
+
 def measure(kind: str, n: int, min_time: float = 0.2, repeats: int = 5) -> dict:
     """Seconds per sweep, per numba loop and per proposal batch of ``n`` records."""
     model = _kernel_model(kind, n)
     compiled = compile_model(model)
     point = model.initial_point()
     rng = np.random.default_rng(1)
-    state = kernels.init(compiled, point, n, rng)
-    holder = {"state": state}
-
-    def sweep():
-        holder["state"], _ = kernels.sweep(compiled, holder["state"], point, rng)
-
+    sweep = sweeper(model, n)
     sweep_s = best_time(sweep, repeats, min_time)
     _, proposed = compiled.propose(point, n)
-    stats = holder["state"].stats[:n].copy()
+    stats = sweep().stats[:n].copy()
     residual = compiled.released_sums() - stats.sum(axis=0)
     log_u = np.log(rng.random(n))
     noise = kernels._noise_args(compiled.noise)

@@ -25,13 +25,14 @@ HERE = Path(__file__).resolve().parent
 def _child(n: int, draws: int) -> None:
     import resource
 
-    import pymc_unbounded_dp as pmdp
     from _models import bernoulli_model
 
-    model = bernoulli_model(n, unbounded=True)
-    from pymc_unbounded_dp._compile import compile_model
+    import pymc_unbounded_dp as pmdp
 
+    model = bernoulli_model(n, unbounded=True)
     import tracemalloc
+
+    from pymc_unbounded_dp._compile import compile_model
 
     compile_model(model)
     tracemalloc.start()

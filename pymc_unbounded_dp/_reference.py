@@ -48,16 +48,16 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "STATISTIC_NAMES",
     "CLAMP",
+    "STATISTIC_NAMES",
     "RegressionRelease",
-    "regression_statistics",
-    "simulate_regression_release",
-    "normal_gamma_posterior",
     "mu_posterior",
+    "normal_gamma_posterior",
     "phi_posterior",
-    "sample_wishart",
     "reference_regression_sampler",
+    "regression_statistics",
+    "sample_wishart",
+    "simulate_regression_release",
 ]
 
 #: The nine released sums, in release order.
