@@ -248,9 +248,11 @@ class ReversibleJump(DataAugmentation):
     parameter_step : step or list of steps, optional
         As for :class:`DataAugmentation`.
     n_moves : int, optional
-        Birth/death moves per iteration. Default: ``max(10, round(0.1 * n0))`` where ``n0`` is the
-        starting ``n``, so ``n`` can move by about ``sqrt(n_moves)`` per iteration at little cost
-        next to the refresh sweep.
+        Birth/death moves per iteration, fixed for the run. Default: ``max(10, n0)`` with ``n0``
+        the initial ``n`` of the model (``n_dp`` moved into the prior's support): about one move
+        per record, which costs about as much as the refresh sweep and lets ``n`` move by about
+        ``sqrt(n0)`` per iteration. (On a Bernoulli model with ``n ~ 230`` the effective sample size
+        of ``n`` per second was 27x higher than with ``0.1 n0`` moves.)
     model, keep_records, step_kwargs
         As for :class:`DataAugmentation`.
 
@@ -295,7 +297,7 @@ class ReversibleJump(DataAugmentation):
 
     def _n_moves(self, compiled: CompiledModel) -> int:
         if self._requested_moves is None:
-            return max(10, round(0.1 * compiled.sample_size.initial))
+            return max(10, compiled.sample_size.initial)
         return int(self._requested_moves)
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
