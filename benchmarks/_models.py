@@ -133,3 +133,29 @@ def _load_atus_shares() -> tuple[np.ndarray, str]:
     rng = np.random.default_rng(2019)
     x = np.maximum(rng.dirichlet(ATUS_MLE, size=6656), ATUS_MIN_SHARE)
     return x / x.sum(axis=1, keepdims=True), "simulated Dirichlet(12.60, 1.59, 17.16)"
+
+
+def regression_conjugate_step(model: pm.Model):
+    """An exact Gibbs step for all parameters of the §7 model (:mod:`pymc_unbounded_dp.conjugate`).
+
+    ``(beta, tau) | x, y`` normal-gamma, ``mu | x, Phi`` normal, ``Phi | x, mu`` Wishart written
+    back as the model's Bartlett pieces ``Phi_c1, Phi_c2, Phi_z``.
+    """
+    from pymc_unbounded_dp import conjugate
+
+    def update(rng, records, values):
+        if "X" in records:
+            x = np.asarray(records["X"], dtype=float)
+        else:
+            x = np.column_stack([records["x1"], records["x2"]])
+        y = np.asarray(records["y"], dtype=float)
+        beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
+        a = np.array([[math.sqrt(values["Phi_c1"]), 0.0],
+                      [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]])
+        mu = conjugate.normal_mean(rng, x, a @ a.T)
+        phi = conjugate.wishart_precision(rng, x, mu, nu=2.0)
+        c, z = conjugate.bartlett_factors(phi)
+        return {"beta": beta, "tau": tau, "mu": mu, "Phi_c1": c[0], "Phi_c2": c[1], "Phi_z": z[0]}
+
+    names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
+    return conjugate.ConjugateGibbs([model[name] for name in names], update, model=model)

@@ -1,0 +1,322 @@
+r"""Exact Gibbs updates of parameters given the imputed records (an optional parameter step).
+
+Given the records, the parameters of many record models have a closed-form conditional
+(exponential-family records with conjugate priors). Drawing from it exactly is much cheaper than a
+NUTS trajectory over all records (one pass for the sufficient statistics, then a few small draws),
+and it is what the reference algorithms of Ju et al. (2022) and Awan, Barrientos & Ju (2024) do.
+
+:class:`ConjugateGibbs` is a PyMC step for some of the model's parameters; the update itself is a
+small function you write from the building blocks here, mapping the current records and parameter
+values to new values *on the model's scale*. The step converts them to PyMC's (transformed) value
+variables. Use it as a parameter step::
+
+    step = pmdp.conjugate.ConjugateGibbs([theta], update)
+    idata = pmdp.sample(step=step, ...)          # the other parameters still get NUTS
+
+Exactness is the writer's responsibility: ``update`` must draw from the full conditional of the
+claimed variables given the records and the other parameters, under the model's priors (the tests
+check the regression update below against NUTS and the NumPy reference sampler).
+
+Building blocks (NumPy, seeded by the step's generator)
+-------------------------------------------------------
+* :func:`beta_binomial` — ``theta ~ Beta(a, b)``, Bernoulli / binomial records;
+* :func:`gamma_poisson` — ``lambda ~ Gamma(a, rate b)``, Poisson records;
+* :func:`normal_gamma` — linear regression ``y ~ N(Z beta, 1/tau)``, ``beta | tau ~ N(m, P^-1/tau)``,
+  ``tau ~ Gamma(a, rate b)``;
+* :func:`normal_mean` — ``mu ~ N(m, P^-1)``, records ``x_i ~ N(mu, Phi^-1)`` with known ``Phi``;
+* :func:`wishart_precision` — ``Phi ~ Wishart(nu, V)``, records ``x_i ~ N(mu, Phi^-1)``;
+* :func:`bartlett_factors` — a 2x2 or larger precision written back as the Bartlett pieces
+  ``(c, z)`` of a model that parametrises ``Phi = A A'``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import ClassVar
+
+import numpy as np
+import pymc as pm
+from pymc.logprob.utils import replace_rvs_by_values
+from pymc.model import modelcontext
+from pymc.pytensorf import compile as compile_pymc
+from pymc.step_methods.compound import BlockedStep, Competence
+from pytensor.graph.replace import clone_replace
+
+from pymc_unbounded_dp._compile import compile_model
+
+__all__ = [
+    "ConjugateGibbs",
+    "bartlett_factors",
+    "beta_binomial",
+    "gamma_poisson",
+    "normal_gamma",
+    "normal_mean",
+    "wishart_precision",
+]
+
+Update = Callable[[np.random.Generator, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], dict]
+
+
+class ConjugateGibbs(BlockedStep):
+    """A PyMC step drawing some parameters exactly from their conditional given the records.
+
+    Parameters
+    ----------
+    vars : list of model variables
+        The free random variables (e.g. ``beta``, ``tau``) that ``update`` draws. Not ``n``: only
+        the reversible-jump moves change the sample size.
+    update : callable
+        ``update(rng, records, values) -> dict``: ``records`` maps each ``Records`` name to its
+        current ``(n, ...)`` array, ``values`` maps every free variable and deterministic of the
+        model to its current value on the model's scale (e.g. ``tau > 0``, not ``log tau``). It
+        returns new model-scale values for exactly the names in ``vars``, drawn with ``rng``.
+    model : pm.Model, optional
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> from pymc_unbounded_dp import conjugate
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 2, 3)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=40)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=15.2)
+    ...     def update(rng, records, values):
+    ...         k = records["x"].sum()
+    ...         return {"theta": conjugate.beta_binomial(rng, k, len(records["x"]), 2, 3)}
+    ...     step = conjugate.ConjugateGibbs([theta], update)
+    ...     idata = pmdp.sample(step=step, draws=50, tune=10, chains=1, random_seed=1,
+    ...                         progressbar=False, compute_convergence_checks=False)
+    """
+
+    name = "conjugate_gibbs"
+    stats_dtypes_shapes: ClassVar[dict] = {"tune": (bool, [])}
+
+    def __init__(self, vars, update: Update, model=None, blocked: bool = True, rng=None):
+        model = modelcontext(model)
+        if not callable(update):
+            raise TypeError(f"ConjugateGibbs: `update` must be callable, got {update!r}.")
+        rvs = [self._as_free_rv(model, v) for v in vars]
+        compiled = compile_model(model)
+        if compiled.sample_size is not None and any(rv is compiled.sample_size.rv for rv in rvs):
+            raise ValueError(
+                "ConjugateGibbs: the sample size is moved by the reversible-jump step; leave "
+                f"{compiled.sample_size.name!r} out of `vars`."
+            )
+        self.vars = [model.rvs_to_values[rv] for rv in rvs]
+        self.update = update
+        self.tune = True
+        self.rng = np.random.default_rng(rng)
+        self._compiled = compiled
+        self._names = [rv.name for rv in rvs]
+        self._value_names = [v.name for v in self.vars]
+        self._all_values = [v.name for v in model.value_vars]
+        self._read = self._reader(model)
+        self._write = self._writer(model, rvs)
+
+    @staticmethod
+    def _as_free_rv(model: pm.Model, var):
+        if isinstance(var, str):
+            var = model.named_vars.get(var, var)
+        if var in model.free_RVs:
+            return var
+        values_to_rvs = {v: rv for rv, v in model.rvs_to_values.items()}
+        if var in values_to_rvs and values_to_rvs[var] in model.free_RVs:
+            return values_to_rvs[var]
+        raise ValueError(
+            f"ConjugateGibbs: {getattr(var, 'name', var)!r} is not a free random variable of the "
+            "model; pass the parameters the update draws (e.g. `[beta, tau]` or their names)."
+        )
+
+    def _reader(self, model: pm.Model):
+        """Model-scale values of every free variable and deterministic, from a point."""
+        outputs = [*model.free_RVs, *model.deterministics]
+        outputs = replace_rvs_by_values(
+            outputs,
+            rvs_to_values={rv: model.rvs_to_values[rv] for rv in model.free_RVs},
+            rvs_to_transforms=model.rvs_to_transforms,
+        )
+        names = [v.name for v in [*model.free_RVs, *model.deterministics]]
+        fn = compile_pymc(list(model.value_vars), outputs, on_unused_input="ignore")
+
+        def read(point):
+            return dict(zip(names, fn(*(point[name] for name in self._all_values))))
+
+        return read
+
+    def _writer(self, model: pm.Model, rvs: list):
+        """Value-variable (transformed) values of the claimed variables from new model values."""
+        placeholders = [rv.type() for rv in rvs]
+        forward = []
+        for rv, new in zip(rvs, placeholders):
+            transform = model.rvs_to_transforms.get(rv)
+            forward.append(new if transform is None else transform.forward(new, *rv.owner.inputs))
+        # A transform's parameters may involve the claimed variables: use their new values.
+        forward = clone_replace(forward, dict(zip(rvs, placeholders)))
+        others = [rv for rv in model.free_RVs if rv not in rvs]
+        forward = replace_rvs_by_values(
+            forward,
+            rvs_to_values={rv: model.rvs_to_values[rv] for rv in others},
+            rvs_to_transforms=model.rvs_to_transforms,
+        )
+        fn = compile_pymc(
+            [*model.value_vars, *placeholders], forward, on_unused_input="ignore"
+        )
+        dtypes = [rv.dtype for rv in rvs]
+
+        def write(point, new_values):
+            args = [point[name] for name in self._all_values]
+            args += [np.asarray(v, dtype=d) for v, d in zip(new_values, dtypes)]
+            return fn(*args)
+
+        return write
+
+    # -- chain bookkeeping, as for the record step
+    def set_rng(self, rng) -> None:
+        self.rng = np.random.default_rng(rng)
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        self.set_rng(rng)
+
+    def reset_tuning(self) -> None:
+        pass
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+    def step(self, point):
+        records = {
+            spec.name: spec.data.get_value(borrow=True) for spec in self._compiled.blocks.records
+        }
+        values = self._read(point)
+        new = self.update(self.rng, records, values)
+        if not isinstance(new, Mapping) or set(new) != set(self._names):
+            got = sorted(new) if isinstance(new, Mapping) else type(new).__name__
+            raise ValueError(
+                f"ConjugateGibbs: `update` must return a dict with exactly {sorted(self._names)}; "
+                f"got {got}."
+            )
+        ordered = []
+        for name in self._names:
+            value = np.asarray(new[name])
+            expected = np.shape(values[name])
+            if value.shape != expected:
+                raise ValueError(
+                    f"ConjugateGibbs: `update` returned shape {value.shape} for {name!r}, the "
+                    f"model's variable has shape {expected}."
+                )
+            ordered.append(value)
+        point = dict(point)
+        for value_name, transformed in zip(self._value_names, self._write(point, ordered)):
+            point[value_name] = np.asarray(transformed, dtype=point[value_name].dtype)
+        return point, [{"tune": self.tune}]
+
+
+# --------------------------------------------------------------------------------------------------
+# building blocks: exact conditional draws
+# --------------------------------------------------------------------------------------------------
+def beta_binomial(rng: np.random.Generator, successes, trials, a: float, b: float) -> float:
+    """``theta | data ~ Beta(a + successes, b + trials - successes)`` (Bernoulli or binomial)."""
+    successes, trials = float(successes), float(trials)
+    return float(rng.beta(a + successes, b + trials - successes))
+
+
+def gamma_poisson(rng: np.random.Generator, total, count, a: float, b: float) -> float:
+    """``lambda | data ~ Gamma(a + sum x, rate b + n)`` for ``count`` Poisson records."""
+    return float(rng.gamma(a + float(total), 1.0 / (b + float(count))))
+
+
+def _mvnormal_precision(rng: np.random.Generator, mean: np.ndarray, precision: np.ndarray):
+    chol = np.linalg.cholesky(precision)
+    return mean + np.linalg.solve(chol.T, rng.standard_normal(mean.shape[0]))
+
+
+def normal_gamma(
+    rng: np.random.Generator,
+    design: np.ndarray,
+    response: np.ndarray,
+    prior_mean=None,
+    prior_precision=None,
+    a: float = 1.0,
+    b: float = 1.0,
+) -> tuple[np.ndarray, float]:
+    """``(beta, tau)`` from their conditional in the normal-gamma linear regression.
+
+    Model: ``y_i ~ N(z_i' beta, 1/tau)``, ``beta | tau ~ N(m, P^{-1} / tau)``,
+    ``tau ~ Gamma(a, rate b)``. With ``P_n = P + Z'Z`` and ``m_n = P_n^{-1} (P m + Z'y)``::
+
+        tau | data ~ Gamma(a + n/2, rate b + (y'y + m'Pm - m_n' P_n m_n) / 2)
+        beta | tau, data ~ N(m_n, P_n^{-1} / tau)
+
+    Defaults: ``m = 0``, ``P = I``.
+    """
+    z = np.asarray(design, dtype=float)
+    y = np.asarray(response, dtype=float)
+    p = z.shape[1]
+    m = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
+    precision = np.eye(p) if prior_precision is None else np.asarray(prior_precision, dtype=float)
+    posterior_precision = precision + z.T @ z
+    mean = np.linalg.solve(posterior_precision, precision @ m + z.T @ y)
+    rate = b + 0.5 * (y @ y + m @ precision @ m - mean @ posterior_precision @ mean)
+    tau = rng.gamma(a + 0.5 * y.shape[0], 1.0 / rate)
+    beta = _mvnormal_precision(rng, mean, tau * posterior_precision)
+    return beta, float(tau)
+
+
+def normal_mean(
+    rng: np.random.Generator, x: np.ndarray, precision: np.ndarray, prior_mean=None,
+    prior_precision=None,
+) -> np.ndarray:
+    """``mu`` from its conditional: ``x_i ~ N(mu, Phi^{-1})`` (``Phi`` known), ``mu ~ N(m, P^{-1})``.
+
+    ``mu | x ~ N(P_n^{-1} (P m + Phi sum x_i), P_n^{-1})`` with ``P_n = P + n Phi``. ``x`` is
+    ``(n, p)``; defaults ``m = 0``, ``P = I``.
+    """
+    x = np.asarray(x, dtype=float)
+    phi = np.atleast_2d(np.asarray(precision, dtype=float))
+    p = phi.shape[0]
+    m = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
+    prior = np.eye(p) if prior_precision is None else np.asarray(prior_precision, dtype=float)
+    posterior_precision = prior + x.shape[0] * phi
+    mean = np.linalg.solve(posterior_precision, prior @ m + phi @ x.sum(axis=0))
+    return _mvnormal_precision(rng, mean, posterior_precision)
+
+
+def wishart_precision(
+    rng: np.random.Generator, x: np.ndarray, mean: np.ndarray, nu: float, scale=None
+) -> np.ndarray:
+    """``Phi`` from its conditional: ``x_i ~ N(mu, Phi^{-1})``, ``Phi ~ Wishart(nu, V)``.
+
+    ``Phi | x, mu ~ Wishart(nu + n, (V^{-1} + S)^{-1})`` with ``S = sum_i (x_i - mu)(x_i - mu)'``
+    (Bartlett decomposition). Default ``V = I``.
+    """
+    x = np.asarray(x, dtype=float)
+    p = x.shape[1]
+    v_inv = np.eye(p) if scale is None else np.linalg.inv(np.asarray(scale, dtype=float))
+    centred = x - np.asarray(mean, dtype=float)
+    posterior_scale = np.linalg.inv(v_inv + centred.T @ centred)
+    df = nu + x.shape[0]
+    chol = np.linalg.cholesky(posterior_scale)
+    a = np.zeros((p, p))
+    for i in range(p):
+        a[i, i] = math.sqrt(rng.chisquare(df - i))
+        a[i, :i] = rng.standard_normal(i)
+    la = chol @ a
+    return la @ la.T
+
+
+def bartlett_factors(phi: np.ndarray, scale=None) -> tuple[np.ndarray, np.ndarray]:
+    """The Bartlett pieces of ``Phi = L A A' L'`` (``L = chol(V)``, default ``V = I``).
+
+    Returns ``(c, z)``: ``c`` the squared diagonal of ``A`` (``c_i ~ chi2(nu - i)``) and ``z`` its
+    strictly lower triangle, row by row (``N(0, 1)``), i.e. what a model writing ``Phi`` through
+    its Bartlett decomposition samples.
+    """
+    phi = np.asarray(phi, dtype=float)
+    if scale is not None:
+        l_inv = np.linalg.inv(np.linalg.cholesky(np.asarray(scale, dtype=float)))
+        phi = l_inv @ phi @ l_inv.T
+    a = np.linalg.cholesky(phi)
+    return np.diag(a) ** 2, a[np.tril_indices_from(a, k=-1)]

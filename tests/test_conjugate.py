@@ -1,0 +1,249 @@
+"""Exact conjugate Gibbs parameter steps: building blocks, the PyMC step, exact posteriors."""
+
+import math
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from mcmc_checks import assert_moments_match, draws_of
+from oracles import bernoulli_posterior
+from scipy import stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import _reference as ref
+from pymc_unbounded_dp import conjugate
+
+SAMPLE = {"draws": 2000, "tune": 200, "chains": 2, "cores": 1, "progressbar": False,
+          "compute_convergence_checks": False}
+
+
+def _assert_constant(values, label):
+    values = np.asarray(values)
+    assert np.ptp(values) < 1e-8 * max(1.0, np.abs(values).max()), f"{label}: {values}"
+
+
+class _Recorder:
+    """A generator stand-in that records the parameters of the draws asked of it."""
+
+    def __init__(self):
+        self.calls = []
+        self._rng = np.random.default_rng(0)
+
+    def __getattr__(self, name):
+        def draw(*args, **kwargs):
+            self.calls.append((name, args))
+            return getattr(self._rng, name)(*args, **kwargs)
+
+        return draw
+
+
+# --------------------------------------------------------------------------------------------------
+# building blocks against closed forms
+# --------------------------------------------------------------------------------------------------
+def test_beta_binomial_and_gamma_poisson_parameters():
+    rec = _Recorder()
+    conjugate.beta_binomial(rec, 7, 20, 2.0, 3.0)
+    conjugate.gamma_poisson(rec, 41, 10, 1.5, 0.5)
+    assert rec.calls[0] == ("beta", (9.0, 16.0))
+    name, (shape, scale) = rec.calls[1]
+    assert name == "gamma" and shape == 42.5 and scale == pytest.approx(1 / 10.5)
+
+
+def test_normal_gamma_is_prior_times_likelihood():
+    """The draw's density, reconstructed from its parameters, is prior x likelihood (normalised)."""
+    rng = np.random.default_rng(1)
+    z = np.column_stack([np.ones(6), rng.normal(size=(6, 2))])
+    y = rng.normal(size=6)
+    m, p, a, b = np.array([0.3, -0.2, 0.1]), np.diag([2.0, 0.5, 1.0]), 2.0, 1.5
+    # Recover the conditional's parameters from the draws' generator calls.
+    rec = _Recorder()
+    conjugate.normal_gamma(rec, z, y, m, p, a, b)
+    (_, (shape, scale)) = rec.calls[0]
+    p_n = p + z.T @ z
+    m_n = np.linalg.solve(p_n, p @ m + z.T @ y)
+    differences = []
+    for _ in range(6):
+        beta, tau = rng.normal(size=3), rng.gamma(2.0, 0.7)
+        log_post = stats.gamma.logpdf(tau, shape, scale=scale) + stats.multivariate_normal.logpdf(
+            beta, m_n, np.linalg.inv(p_n) / tau
+        )
+        log_prior = stats.gamma.logpdf(tau, a, scale=1 / b) + stats.multivariate_normal.logpdf(
+            beta, m, np.linalg.inv(p) / tau
+        )
+        log_lik = stats.norm.logpdf(y, z @ beta, 1 / math.sqrt(tau)).sum()
+        differences.append(log_post - log_prior - log_lik)
+    _assert_constant(differences, "normal-gamma")
+
+
+def test_normal_mean_and_wishart_moments():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(8, 2)) + [1.0, -1.0]
+    phi = np.array([[1.5, 0.3], [0.3, 0.7]])
+    m, p = np.array([0.5, 0.2]), np.diag([2.0, 3.0])
+    draws = np.array([conjugate.normal_mean(rng, x, phi, m, p) for _ in range(20000)])
+    p_n = p + len(x) * phi
+    mean = np.linalg.solve(p_n, p @ m + phi @ x.sum(axis=0))
+    cov = np.linalg.inv(p_n)
+    z = (draws.mean(axis=0) - mean) / np.sqrt(np.diag(cov) / len(draws))
+    assert np.all(np.abs(z) < 4), z
+    np.testing.assert_allclose(np.cov(draws.T), cov, rtol=0.05)
+
+    mu, v = np.array([0.9, -1.1]), np.array([[0.5, 0.1], [0.1, 2.0]])
+    wishart = np.array([conjugate.wishart_precision(rng, x, mu, 3.0, v) for _ in range(20000)])
+    scale = np.linalg.inv(np.linalg.inv(v) + (x - mu).T @ (x - mu))
+    df = 3.0 + len(x)
+    expected = stats.wishart(df=df, scale=scale)
+    var = df * (scale**2 + np.outer(np.diag(scale), np.diag(scale)))
+    z = (wishart.mean(axis=0) - expected.mean()) / np.sqrt(var / len(wishart))
+    assert np.all(np.abs(z) < 4), z
+
+
+def test_bartlett_factors_round_trip():
+    for scale in (None, np.array([[2.0, 0.4], [0.4, 0.5]])):
+        c, z = np.array([2.3, 0.4, 1.1]), np.array([0.3, -1.2, 0.8])
+        a = np.diag(np.sqrt(c))
+        a[np.tril_indices(3, k=-1)] = z
+        chol = np.eye(3) if scale is None else np.linalg.cholesky(
+            np.pad(scale, ((0, 1), (0, 1))) + np.diag([0, 0, 1.0])
+        )
+        phi = chol @ a @ a.T @ chol.T
+        c2, z2 = conjugate.bartlett_factors(phi, None if scale is None else chol @ chol.T)
+        np.testing.assert_allclose(c2, c)
+        np.testing.assert_allclose(z2, z, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# the step
+# --------------------------------------------------------------------------------------------------
+def bernoulli_model(n, unbounded=False):
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        size = pmdp.SampleSize("n", n_dp=n, mechanism=pmdp.DiscreteLaplace(epsilon=0.3)) if (
+            unbounded) else n
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=size)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=8.4)
+    return model
+
+
+def beta_update(rng, records, values):
+    x = records["x"]
+    return {"theta": conjugate.beta_binomial(rng, x.sum(), x.shape[0], 2.0, 3.0)}
+
+
+def test_bounded_bernoulli_matches_enumeration():
+    model = bernoulli_model(30)
+    step = conjugate.ConjugateGibbs([model["theta"]], beta_update, model=model)
+    idata = pmdp.sample(model=model, step=step, random_seed=31, **SAMPLE)
+    exact = bernoulli_posterior(8.4, pmdp.Laplace(epsilon=1.0), 2.0, 3.0, n=30)
+    assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
+
+
+def test_unbounded_bernoulli_matches_enumeration():
+    model = bernoulli_model(25, unbounded=True)
+    step = conjugate.ConjugateGibbs(["theta"], beta_update, model=model)
+    idata = pmdp.sample(model=model, step=step, random_seed=32, **SAMPLE)
+    exact = bernoulli_posterior(8.4, pmdp.Laplace(epsilon=1.0), 2.0, 3.0, n_dp=25,
+                                n_mechanism=pmdp.DiscreteLaplace(epsilon=0.3), n_max=400)
+    assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
+    assert_moments_match(draws_of(idata, "n"), exact["n_mean"], exact["n_var"], "n")
+
+
+def test_values_are_written_on_the_transformed_scale():
+    with pm.Model() as model:
+        tau = pm.Gamma("tau", 2.0, 1.0)
+        lower = pm.Normal("lower", 0.0, 1.0)
+        scale = pm.Uniform("scale", lower=lower, upper=lower + 3.0)
+        x = pmdp.Records("x", pm.Normal.dist(0.0, scale / pt.sqrt(tau)), n=5)
+        pmdp.PrivatizedSum("s", pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=0.2)
+    step = conjugate.ConjugateGibbs(
+        [tau, lower, scale], lambda rng, records, values: {"tau": 2.5, "lower": -1.0, "scale": 0.5},
+        model=model,
+    )
+    point, _ = step.step(model.initial_point())
+    assert point["tau_log__"] == pytest.approx(math.log(2.5))
+    assert point["lower"] == pytest.approx(-1.0)
+    # interval transform with the *new* lower bound: (-1, 2), value 0.5 is the midpoint
+    assert point["scale_interval__"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_bad_input():
+    model = bernoulli_model(10, unbounded=True)
+    with pytest.raises(ValueError, match="reversible-jump"):
+        conjugate.ConjugateGibbs([model["n"]], beta_update, model=model)
+    with pytest.raises(ValueError, match="not a free random variable"):
+        conjugate.ConjugateGibbs(["nope"], beta_update, model=model)
+    with pytest.raises(TypeError, match="callable"):
+        conjugate.ConjugateGibbs(["theta"], 3, model=model)
+    point = model.initial_point()
+    wrong_key = conjugate.ConjugateGibbs(["theta"], lambda *a: {"p": 0.5}, model=model)
+    with pytest.raises(ValueError, match="exactly"):
+        wrong_key.step(point)
+    wrong_shape = conjugate.ConjugateGibbs(["theta"], lambda *a: {"theta": [0.5, 0.5]}, model=model)
+    with pytest.raises(ValueError, match="shape"):
+        wrong_shape.step(point)
+
+
+# --------------------------------------------------------------------------------------------------
+# the regression workload: Gibbs inside pmdp.sample against the NumPy reference sampler
+# --------------------------------------------------------------------------------------------------
+def regression_model(release):
+    """§7 model with scalar records ``x1``, ``x2 | x1``, ``y | x`` (joint ``x ~ N(mu, Phi^-1)``)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=2)
+        c1 = pm.ChiSquared("Phi_c1", nu=2)
+        c2 = pm.ChiSquared("Phi_c2", nu=1)
+        z = pm.Normal("Phi_z", 0.0, 1.0)
+        tau = pm.Gamma("tau", alpha=1.0, beta=1.0)
+        beta = pm.Normal("beta", 0.0, sigma=1.0 / pt.sqrt(tau), shape=3)
+        n = pmdp.SampleSize("n", n_dp=int(release.n_dp),
+                            mechanism=pmdp.DiscreteLaplace(epsilon=release.epsilon_n))
+        p11, p12, p22 = c1, pt.sqrt(c1) * z, z**2 + c2
+        x1 = pmdp.Records("x1", pm.Normal.dist(mu[0], pt.sqrt(p22 / (p11 * p22 - p12**2))), n=n)
+        x2 = pmdp.Records("x2", pm.Normal.dist(mu[1] - p12 / p22 * (x1 - mu[0]), 1 / pt.sqrt(p22)),
+                          n=n)
+        y = pmdp.Records("y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2,
+                                             1 / pt.sqrt(tau)), n=n)
+        v1, v2, v = (pt.clip(r, -5, 5) / 5 for r in (x1, x2, y))
+        statistic = pt.stack([v, v1 * v, v2 * v, v * v, v1, v2, v1 * v1, v1 * v2, v2 * v2], axis=1)
+        pmdp.PrivatizedSum("s", statistic, pmdp.Laplace(epsilon=release.epsilon_s, sensitivity=9.0),
+                           observed=release.s_dp)
+    return model
+
+
+def regression_update(rng, records, values):
+    x = np.column_stack([records["x1"], records["x2"]])
+    y = records["y"]
+    beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
+    a = np.array([[math.sqrt(values["Phi_c1"]), 0.0],
+                  [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]])
+    mu = conjugate.normal_mean(rng, x, a @ a.T)
+    c, z = conjugate.bartlett_factors(conjugate.wishart_precision(rng, x, mu, nu=2.0))
+    return {"beta": beta, "tau": tau, "mu": mu, "Phi_c1": c[0], "Phi_c2": c[1], "Phi_z": z[0]}
+
+
+@pytest.mark.slow
+def test_regression_gibbs_agrees_with_the_reference_sampler():
+    release, _ = ref.simulate_regression_release(n=200, epsilon_s=5.0, epsilon_n=0.5,
+                                                 random_seed=2024)
+    model = regression_model(release)
+    names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
+    step = conjugate.ConjugateGibbs([model[n] for n in names], regression_update, model=model)
+    idata = pmdp.sample(model=model, step=step, draws=6000, tune=500, chains=1, random_seed=9,
+                        progressbar=False, compute_convergence_checks=False)
+    assert set(idata["posterior"].data_vars) >= {"beta", "tau", "mu", "n"}
+    reference = ref.reference_regression_sampler(release, n_iter=6500, random_seed=10)
+    posterior = idata["posterior"]
+    pairs = {f"beta[{j}]": (reference["beta"][500:, j], posterior["beta"].values[..., j])
+             for j in range(3)}
+    pairs.update({f"mu[{j}]": (reference["mu"][500:, j], posterior["mu"].values[..., j])
+                  for j in range(2)})
+    pairs["tau"] = (reference["tau"][500:], posterior["tau"].values)
+    pairs["n"] = (reference["n"][500:], posterior["n"].values)
+    for label, (theirs, ours) in pairs.items():
+        theirs, ours = np.asarray(theirs, float)[None, :], np.asarray(ours, float)
+        se = math.hypot(theirs.std() / math.sqrt(float(az.ess(theirs, method="mean"))),
+                        ours.std() / math.sqrt(float(az.ess(ours, method="mean"))))
+        z = (ours.mean() - theirs.mean()) / se
+        assert abs(z) < 4.0, f"{label}: Gibbs {ours.mean():.4f} vs reference {theirs.mean():.4f}"
