@@ -26,10 +26,11 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import replace_rvs_by_values
+from pymc.pytensorf import compile as compile_pymc
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._compile import CompiledModel
-from pymc_unbounded_dp._graph import depends_on
+from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 
 
 class Layout(NamedTuple):
@@ -102,6 +103,13 @@ class CompleteDataLogLik:
         self.unconstrained = Layout.of(
             [v.name for v in self.value_vars], [np.shape(point[v.name]) for v in self.value_vars]
         )
+        transforms = [model.rvs_to_transforms.get(rv) for rv in self.param_rvs]
+        self.transformed = np.concatenate(
+            [
+                np.full(stop - start, transform is not None)
+                for transform, (start, stop) in zip(transforms, self.unconstrained.bounds)
+            ]
+        )
         self.n_values = pt.vector("n_values", dtype="int64")
         self._objective = self._objective_graph()
         natural = self._at_values(self.param_rvs)
@@ -110,7 +118,7 @@ class CompleteDataLogLik:
             natural, dict(zip(self.value_vars, self.unconstrained.symbolic(flat_u, self.value_vars)))
         )
         flat_natural = pt.concatenate([pt.cast(x, "float64").reshape((-1,)) for x in natural_of_u])
-        self._to_natural = pytensor.function([flat_u], flat_natural)
+        self._to_natural = _function([flat_u], flat_natural)
         self.natural = Layout.of(
             [rv.name for rv in self.param_rvs], self._natural_shapes(natural, point)
         )
@@ -128,7 +136,7 @@ class CompleteDataLogLik:
         )
 
     def _natural_shapes(self, natural: list, point: dict) -> list[tuple]:
-        fn = pytensor.function(self.value_vars, natural, on_unused_input="ignore")
+        fn = _function(self.value_vars, natural)
         return [np.shape(v) for v in fn(*(point[v.name] for v in self.value_vars))]
 
     def _objective_graph(self) -> pt.TensorVariable:
@@ -182,8 +190,7 @@ class CompleteDataLogLik:
             hess = pt.stack([pytensor.grad(grad[j], flat) for j in range(size)])
             args = [flat, self.n_values]
             self._scales[name] = ScaleFunctions(
-                value_and_grad=pytensor.function(args, [objective, grad], on_unused_input="ignore"),
-                hessian=pytensor.function(args, hess, on_unused_input="ignore"),
+                value_and_grad=_function(args, [objective, grad]), hessian=_function(args, hess)
             )
         return self._scales[name]
 
@@ -202,7 +209,7 @@ class CompleteDataLogLik:
             out = pt.concatenate(
                 [pt.cast(inputs[v], "float64").reshape((-1,)) for v in self.value_vars]
             )
-            self._to_unconstrained = pytensor.function([flat], out)
+            self._to_unconstrained = _function([flat], out)
         return np.asarray(self._to_unconstrained(natural), dtype=float)
 
     def point(self, unconstrained: np.ndarray, n: int) -> dict:
@@ -217,6 +224,11 @@ class CompleteDataLogLik:
         if self.compiled.n_value_name is not None:
             point[self.compiled.n_value_name] = np.asarray(n, dtype=point[self.compiled.n_value_name].dtype)
         return point
+
+
+def _function(inputs: list, outputs):
+    """Compile with PyMC's rewrites (failed parameter checks give ``-inf``, not an exception)."""
+    return compile_pymc(inputs, outputs, mode=KERNEL_MODE, on_unused_input="ignore")
 
 
 _CACHE: weakref.WeakKeyDictionary[CompiledModel, dict[bool, CompleteDataLogLik]] = (

@@ -130,9 +130,12 @@ class _Diverged(Exception):
     """The M-step left the region where the complete-data log-likelihood is finite and bounded."""
 
 
-#: Largest absolute unconstrained value accepted from an M-step: beyond it the maximiser is taken to
-#: run off to infinity (an unbounded complete-data likelihood).
-_DIVERGENCE = 1e6
+#: Largest absolute unconstrained value of a transformed parameter accepted from an M-step (log and
+#: logit scales: within exp(-30) ~ 1e-13 of a bound, or beyond exp(30) ~ 1e13): the maximiser is
+#: taken to run off to the boundary of the parameter space.
+_BOUNDARY = 30.0
+#: The same for parameters on the real line: beyond it the maximiser runs off to infinity.
+_INFINITY = 1e8
 #: Fewest imputed sets for a Monte Carlo error estimate.
 _MIN_MC_ROWS = 4
 
@@ -328,16 +331,21 @@ class _Run:
             warnings.simplefilter("ignore", RuntimeWarning)
             result = minimize(
                 negative, u0, jac=True, method="L-BFGS-B",
-                options={"maxiter": 1000, "ftol": 1e-13, "gtol": 1e-9},
+                options={"maxiter": 1000, "ftol": 1e-13, "gtol": 1e-12},
             )
         u = np.asarray(result.x, dtype=float)
         natural = self.loglik.to_natural(u)
-        if not (np.isfinite(result.fun) and np.all(np.isfinite(natural))) or np.max(
-            np.abs(u), initial=0.0
-        ) > _DIVERGENCE:
+        if not (np.isfinite(result.fun) and np.all(np.isfinite(natural))):
             raise _Diverged(
-                "the M-step maximiser runs off to infinity (the complete-data likelihood is "
+                "the complete-data log-likelihood is not finite at the M-step maximiser (it is "
                 f"unbounded): the optimiser reached {self._describe(u)}"
+            )
+        limit = np.where(self.loglik.transformed, _BOUNDARY, _INFINITY)
+        if np.any(np.abs(u) > limit):
+            raise _Diverged(
+                "the M-step maximiser runs off to the boundary of the parameter space or to "
+                "infinity (the likelihood has its supremum there: an MLE on the boundary, or an "
+                f"unbounded likelihood): the optimiser reached {self._describe(u)}"
             )
         return u, -float(result.fun)
 

@@ -1,0 +1,331 @@
+"""Monte Carlo EM against exact maximum-likelihood estimates, and its handling of bad input.
+
+The exact references maximise the observed-data likelihood of the release, computed by
+enumeration (Bernoulli records: sum over the count ``k`` and, under unbounded DP, over ``n``) or in
+closed form (normal records: ``sum x`` is normal, convolved with Laplace noise). Their standard
+errors come from a numerical second derivative of the exact log-likelihood.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from oracles import log_normal_laplace
+from scipy import optimize, special, stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.mcem import MCEMResult, mcem
+
+S_MECHANISM = pmdp.Laplace(epsilon=1.0)
+N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
+N_BOUNDED, S_BOUNDED = 40, 14.3
+N_DP, S_UNBOUNDED = 57, 20.4
+N_NORMAL, S_NORMAL, B_NORMAL, PRIOR_SD = 50, 61.0, 2.0, 0.3
+N_MAX = 200
+
+# PyTensor warns once per process, at the first BLAS-using compilation, when no BLAS is linked;
+# which test compiles first depends on the selection, so the warning is silenced for all of them.
+pytestmark = pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS:UserWarning")
+
+
+# --------------------------------------------------------------------------------------------------
+# exact references
+# --------------------------------------------------------------------------------------------------
+def exact_mle(loglik, low, high):
+    """Maximiser of a scalar log-likelihood and its observed-information standard error."""
+    result = optimize.minimize_scalar(
+        lambda t: -loglik(t), bounds=(low, high), method="bounded", options={"xatol": 1e-10}
+    )
+    t, h = result.x, 1e-4
+    curvature = (loglik(t + h) - 2 * loglik(t) + loglik(t - h)) / h**2
+    return t, 1 / math.sqrt(-curvature)
+
+
+def bounded_loglik(theta):
+    k = np.arange(N_BOUNDED + 1)
+    return special.logsumexp(
+        stats.binom.logpmf(k, N_BOUNDED, theta) + S_MECHANISM.logpdf(S_BOUNDED - k)
+    )
+
+
+def unbounded_log_terms(theta, log_prior_n=None):
+    """``log [g(n) eta_n(n_dp - n) Binom(k; n, theta) eta_s(s - k)]`` on an (n, k) grid."""
+    n, k = np.meshgrid(np.arange(N_MAX), np.arange(N_MAX), indexing="ij")
+    log_g = 0.0 if log_prior_n is None else log_prior_n(n)
+    return (
+        log_g + N_MECHANISM.logpdf(N_DP - n) + stats.binom.logpmf(k, n, theta)
+        + S_MECHANISM.logpdf(S_UNBOUNDED - k)
+    )
+
+
+def unbounded_loglik(theta):
+    return special.logsumexp(unbounded_log_terms(theta))
+
+
+def normal_loglik(mu):
+    return log_normal_laplace(S_NORMAL, N_NORMAL * mu, N_NORMAL, B_NORMAL)
+
+
+# --------------------------------------------------------------------------------------------------
+# models (compiled once per module)
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bounded_model():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=N_BOUNDED)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=S_BOUNDED)
+    return model
+
+
+@pytest.fixture(scope="module")
+def unbounded_model():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=N_MECHANISM)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=S_UNBOUNDED)
+    return model
+
+
+@pytest.fixture(scope="module")
+def normal_model():
+    """``x_i ~ N(mu, 1)``, ``s_dp = sum x + Laplace(2)``; the prior only matters for MAP."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, PRIOR_SD)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=N_NORMAL)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=B_NORMAL), observed=S_NORMAL)
+    return model
+
+
+@pytest.fixture(scope="module")
+def bounded_fit(bounded_model):
+    return mcem(bounded_model, random_seed=1, tol=0.02, progressbar=False)
+
+
+@pytest.fixture(scope="module")
+def normal_fit(normal_model):
+    return mcem(normal_model, random_seed=2, tol=0.02, progressbar=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# agreement with the exact MLE
+# --------------------------------------------------------------------------------------------------
+def test_bounded_bernoulli_matches_exact_mle(bounded_fit):
+    mle, se = exact_mle(bounded_loglik, 1e-4, 1 - 1e-4)
+    assert bounded_fit.converged, bounded_fit.reason
+    assert abs(float(bounded_fit.estimate["theta"]) - mle) < 0.005
+    assert float(bounded_fit.standard_error["theta"]) == pytest.approx(se, rel=0.1)
+
+
+def test_unbounded_bernoulli_matches_exact_mle(unbounded_model):
+    fit = mcem(unbounded_model, random_seed=3, tol=0.02, progressbar=False)
+    mle, se = exact_mle(unbounded_loglik, 1e-3, 1 - 1e-3)
+    assert fit.converged, fit.reason
+    assert abs(float(fit.estimate["theta"]) - mle) < 0.005
+    assert float(fit.standard_error["theta"]) == pytest.approx(se, rel=0.1)
+    # n is integrated out: it is no parameter, but its imputed mean is in the history.
+    assert set(fit.estimate) == {"theta"}
+    assert abs(float(fit.history["n_mean"][-1]) - N_DP) < 3
+
+
+def test_normal_matches_quadrature_mle(normal_fit):
+    mle, se = exact_mle(normal_loglik, -5.0, 5.0)
+    assert normal_fit.converged, normal_fit.reason
+    assert abs(float(normal_fit.estimate["mu"]) - mle) < 0.005
+    assert float(normal_fit.standard_error["mu"]) == pytest.approx(se, rel=0.1)
+
+
+def test_map_matches_exact_posterior_mode(normal_model):
+    fit = mcem(normal_model, map=True, random_seed=4, tol=0.02, progressbar=False)
+    mode, _ = exact_mle(lambda m: normal_loglik(m) + stats.norm.logpdf(m, 0, PRIOR_SD), -5, 5)
+    mle, _ = exact_mle(normal_loglik, -5.0, 5.0)
+    assert fit.converged, fit.reason
+    assert abs(float(fit.estimate["mu"]) - mode) < 0.005
+    assert mle - mode > 0.1  # the prior matters here
+
+
+def test_parameter_dependent_prior_of_n():
+    """``n ~ Poisson(lam)``: ``log g(n | lam)`` enters the complete-data likelihood."""
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", 2.0, 0.05)
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=N_MECHANISM, prior=pm.Poisson.dist(lam))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=S_UNBOUNDED)
+    fit = mcem(model, random_seed=5, tol=0.05, progressbar=False)
+
+    def negative(params):
+        lam, theta = params
+        return -special.logsumexp(
+            unbounded_log_terms(theta, lambda n: stats.poisson.logpmf(n, lam))
+        )
+
+    exact = optimize.minimize(negative, [50.0, 0.4], method="Nelder-Mead",
+                              options={"xatol": 1e-8, "fatol": 1e-12}).x
+    assert fit.converged, fit.reason
+    assert abs(float(fit.estimate["lam"]) - exact[0]) < 0.1 * float(fit.standard_error["lam"])
+    assert abs(float(fit.estimate["theta"]) - exact[1]) < 0.005
+
+
+# --------------------------------------------------------------------------------------------------
+# the result object, the schedule and continuing a run
+# --------------------------------------------------------------------------------------------------
+def test_result_structure(bounded_fit):
+    assert isinstance(bounded_fit, MCEMResult)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bounded_fit.converged = False
+    history = bounded_fit.history
+    iterations = history.sizes["iteration"]
+    assert list(history["iteration"].values) == list(range(1, iterations + 1))
+    expected = [math.ceil(10 * 1.25**k) for k in range(iterations)]
+    assert list(history["n_samples"].values) == expected
+    for name in ("theta", "distance", "mc_error", "complete_loglik", "refresh_accept_rate"):
+        assert history[name].dims == ("iteration",)
+    # The stopping rule held for the last three iterations, all with M >= min_samples.
+    last = history.isel(iteration=slice(-3, None))
+    assert np.all(last["distance"] < 0.02) and np.all(last["mc_error"] < 0.02)
+    assert np.all(last["n_samples"] >= 100)
+    assert "converged" in bounded_fit.reason
+    assert np.shape(bounded_fit.estimate["theta"]) == ()
+    assert 0 < bounded_fit.estimate["theta"] < 1  # natural scale, not log-odds
+    assert bounded_fit.covariance.shape == (1, 1)
+    assert bounded_fit.state.n_samples == expected[-1]
+    assert bounded_fit.state.records.n == N_BOUNDED
+
+
+def test_records_are_restored(bounded_model, bounded_fit):
+    data = pmdp.blocks.model_blocks(bounded_model).records[0].data.get_value()
+    assert data.shape == (N_BOUNDED,)
+
+
+def test_vector_parameter_and_estimate_shapes():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10, shape=2)
+        sigma = pm.HalfNormal("sigma", 5)
+        x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=30)
+        pmdp.PrivatizedSum("s", pm.math.clip(x, -4, 4), pmdp.Laplace(epsilon=1.0, sensitivity=8),
+                           observed=[28.0, -31.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # few iterations: no convergence
+        fit = mcem(model, random_seed=6, max_iterations=4, progressbar=False)
+    assert fit.estimate["mu"].shape == (2,) and fit.standard_error["mu"].shape == (2,)
+    assert fit.history["mu"].dims == ("iteration", "mu_dim_0")
+    assert fit.estimate["sigma"] > 0
+    assert np.all(np.sign(fit.estimate["mu"]) == [1, -1])
+
+
+def test_same_seed_same_result(normal_model, normal_fit):
+    again = mcem(normal_model, random_seed=2, tol=0.02, progressbar=False)
+    assert float(again.estimate["mu"]) == float(normal_fit.estimate["mu"])
+    assert again.history.equals(normal_fit.history)
+
+
+def test_continue_from_result(normal_model, normal_fit):
+    before = normal_fit.state.records.records[0].copy()
+    more = mcem(normal_model, init=normal_fit, random_seed=7, max_iterations=5, tol=0.02,
+                progressbar=False)
+    done = normal_fit.history.sizes["iteration"]
+    assert list(more.history["iteration"].values) == list(range(1, more.history.sizes["iteration"] + 1))
+    assert more.history.sizes["iteration"] > done
+    # The Monte Carlo size carries on from where the previous run stopped.
+    assert int(more.history["n_samples"][done]) == normal_fit.state.n_samples
+    assert abs(float(more.estimate["mu"]) - float(normal_fit.estimate["mu"])) < 0.01
+    np.testing.assert_array_equal(normal_fit.state.records.records[0], before)  # not mutated
+
+
+def test_starting_values(normal_model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        fit = mcem(normal_model, init={"mu": 1.2}, random_seed=8, max_iterations=1,
+                   progressbar=False)
+    assert abs(float(fit.history["mu"][0]) - 1.2) < 0.2  # one EM step from 1.2, not from 0
+    with pytest.raises(ValueError, match="unknown parameter"):
+        mcem(normal_model, init={"nu": 1.0}, progressbar=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# bad input and failures
+# --------------------------------------------------------------------------------------------------
+def test_discrete_parameter_is_rejected():
+    with pm.Model() as model:
+        pm.Poisson("k", 3.0)
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=3.0)
+    with pytest.raises(ValueError, match="discrete parameter.*'k'"):
+        mcem(model, progressbar=False)
+
+
+def test_model_without_release_is_rejected():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+    with pytest.raises(ValueError, match="PrivatizedSum"):
+        mcem(model, progressbar=False)
+
+
+def test_records_without_parameters_are_rejected():
+    with pm.Model() as model:
+        pm.Normal("mu", 0, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(0.3), n=10)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=3.0)
+    with pytest.raises(ValueError, match="does not depend on any model parameter"):
+        mcem(model, progressbar=False)
+
+
+def test_boundary_maximiser_stops_with_reason():
+    """Noise so small that every imputed count is 0: the likelihood's supremum is at theta = 0."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=20)
+        pmdp.PrivatizedSum("s", x, pmdp.DiscreteLaplace(epsilon=40.0), observed=0)
+    with pytest.warns(UserWarning, match="boundary of the parameter space"):
+        fit = mcem(model, random_seed=9, progressbar=False)
+    assert not fit.converged
+    assert "boundary" in fit.reason and "theta" in fit.reason
+    assert np.isnan(fit.standard_error["theta"])
+
+
+def test_unbounded_complete_data_likelihood_stops_with_reason():
+    """One record and one imputed set per iteration: sigma -> 0 makes the likelihood unbounded."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 10)
+        sigma = pm.HalfNormal("sigma", 1)
+        x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=1)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=1.0), observed=0.3)
+    with pytest.warns(UserWarning, match="did not converge"):
+        fit = mcem(model, random_seed=10, initial_samples=1, growth=1.0, min_samples=1,
+                   progressbar=False)
+    assert not fit.converged
+    assert "unbounded" in fit.reason
+
+
+def test_budget_exhausted_is_reported(bounded_model):
+    with pytest.warns(UserWarning, match="max_iterations=2"):
+        fit = mcem(bounded_model, random_seed=11, max_iterations=2, progressbar=False)
+    assert not fit.converged
+    assert "max_iterations=2" in fit.reason
+    assert fit.history.sizes["iteration"] == 2
+    assert np.isfinite(fit.estimate["theta"])
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"initial_samples": 0}, "initial_samples"),
+        ({"growth": 0.5}, "growth"),
+        ({"tol": -1.0}, "tol"),
+        ({"thin": 1.5}, "thin"),
+        ({"max_samples": 50}, "max_samples"),
+        ({"init": [0.3]}, "init"),
+    ],
+)
+def test_bad_options(bounded_model, options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        mcem(bounded_model, progressbar=False, **options)
