@@ -35,7 +35,7 @@ def _draws(idata, name: str) -> np.ndarray:
 def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None):
     """``pm.sample`` with the model's augmentation step, built (and compiled) beforehand.
 
-    Returns ``(idata, CPU seconds, wall seconds of PyMC's sampling loop)``.
+    Returns ``(idata, CPU seconds, wall seconds of PyMC's sampling loop, birth/death moves)``.
     """
     import pymc as pm
 
@@ -48,54 +48,78 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None):
         idata, _, cpu = timed(
             lambda: pm.sample(draws=draws, tune=tune, step=step, random_seed=seed, **SAMPLE)
         )
-    return idata, cpu, sampling_seconds(idata)
+    return idata, cpu, sampling_seconds(idata), step.records_step.n_moves
+
+
+QUANTITIES = ("beta[0]", "beta[1]", "beta[2]", "tau", "n")
+
+
+def _posterior(idata) -> dict[str, np.ndarray]:
+    beta = _draws(idata, "beta")
+    out = {f"beta[{j}]": beta[..., j] for j in range(3)}
+    out.update(tau=_draws(idata, "tau"), n=_draws(idata, "n"))
+    return out
+
+
+def _reference_posterior(draws: dict, burn: int) -> dict[str, np.ndarray]:
+    out = {f"beta[{j}]": draws["beta"][burn:, j] for j in range(3)}
+    out.update(tau=draws["tau"][burn:], n=draws["n"][burn:].astype(float))
+    return out
 
 
 def regression(quick: bool) -> tuple[list[Row], dict]:
+    """pmdp.sample with NUTS, with the exact conjugate Gibbs step, and the NumPy reference."""
+    from _models import regression_conjugate_step
+
     release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
     tune, draws = (200, 800) if quick else (1000, 9000)
-    ref_iter, ref_burn = (1000, 200) if quick else (3000, 300)
+    ref_iter = 1000 if quick else 3000
+    ref_burn = ref_iter // 10
 
     model = regression_model(release)
-    idata, seconds, wall = run_sampler(model, draws, tune, seed=1)
-    ours = {f"beta[{j}]": _draws(idata, "beta")[..., j] for j in range(3)}
-    ours["tau"] = _draws(idata, "tau")
-    ours["n"] = _draws(idata, "n")
-
-    reference, _, ref_seconds = timed(
-        lambda: ref.reference_regression_sampler(release, n_iter=ref_iter, random_seed=1)
-    )
-    theirs = {f"beta[{j}]": reference["beta"][ref_burn:, j] for j in range(3)}
-    theirs["tau"] = reference["tau"][ref_burn:]
-    theirs["n"] = reference["n"][ref_burn:]
-
-    per_1000 = 1000 * seconds / (tune + draws)
-    ref_per_1000 = 1000 * ref_seconds / ref_iter
-    rows = [
-        Row(REGRESSION, "pmdp.sample: seconds per 1,000 iterations", per_1000, "s",
-            "<= 1.5 (15 s / 10,000)", f"{tune} tune + {draws} draws, NUTS on the parameters; CPU time "
-            f"(PyMC's wall-clock sampling time {1000 * wall / (tune + draws):.2f} s per 1,000)"),
-        Row(REGRESSION, "reference (NumPy, exact Gibbs): seconds per 1,000 iterations", ref_per_1000,
-            "s", "", f"{ref_iter} iterations"),
-        Row(REGRESSION, "speed-up per iteration (reference / pmdp)", ref_per_1000 / per_1000, "x"),
-    ]
-    raw = {"pmdp_seconds": seconds, "pmdp_iterations": tune + draws, "reference_seconds": ref_seconds,
-           "reference_iterations": ref_iter, "ess": {}}
-    for name, values in ours.items():
-        e_ours, e_ref = ess(values), ess(theirs[name])
-        rate, ref_rate = e_ours / seconds, e_ref / ref_seconds
-        raw["ess"][name] = {"pmdp": e_ours, "reference": e_ref,
-                            "pmdp_mean": float(values.mean()),
-                            "reference_mean": float(theirs[name].mean())}
-        rows.append(Row(REGRESSION, f"ESS/s {name}: pmdp | reference", rate, "1/s", "",
-                        f"reference {ref_rate:.3g}/s; ratio {rate / ref_rate:.2g}; ESS {e_ours:.0f} "
-                        f"of {draws} vs {e_ref:.0f} of {ref_iter - ref_burn}; means "
-                        f"{values.mean():.3f} vs {theirs[name].mean():.3f}"))
+    runs = {}
+    idata, cpu, wall, n_moves = run_sampler(model, draws, tune, seed=1)
     stats = idata["sample_stats"]
-    rows.append(Row(REGRESSION, "NUTS leapfrog steps per iteration (mean)",
-                    float(stats["n_steps"].values.mean()), "", "",
-                    f"step size {float(stats['step_size'].values.mean()):.3g}, "
-                    f"{int(stats['diverging'].values.sum())} divergences"))
+    runs["pmdp.sample, NUTS"] = {
+        "cpu": cpu, "wall": wall, "iterations": tune + draws, "draws": _posterior(idata),
+        "note": f"{tune} tune + {draws} draws; {float(stats['n_steps'].values.mean()):.1f} "
+                f"leapfrog steps/iteration, {int(stats['diverging'].values.sum())} divergences",
+    }
+    gibbs = regression_conjugate_step(model)
+    idata, cpu, wall, _ = run_sampler(model, draws, tune, seed=1, parameter_step=gibbs)
+    runs["pmdp.sample, ConjugateGibbs"] = {
+        "cpu": cpu, "wall": wall, "iterations": tune + draws, "draws": _posterior(idata),
+        "note": f"{tune} + {draws} iterations; exact conjugate updates (pymc_unbounded_dp.conjugate)",
+    }
+    reference, wall, cpu = timed(
+        lambda: ref.reference_regression_sampler(release, ref_iter, n_moves, random_seed=1)
+    )
+    runs["reference (NumPy, exact Gibbs)"] = {
+        "cpu": cpu, "wall": wall, "iterations": ref_iter,
+        "draws": _reference_posterior(reference, ref_burn),
+        "note": f"{ref_burn} + {ref_iter - ref_burn} iterations",
+    }
+
+    rows, raw = [], {"n_moves": n_moves, "runs": {}}
+    reference_per_1000 = 1000 * runs["reference (NumPy, exact Gibbs)"]["cpu"] / ref_iter
+    for label, run in runs.items():
+        per_1000 = 1000 * run["cpu"] / run["iterations"]
+        speedup = reference_per_1000 / per_1000
+        rows.append(Row(REGRESSION, f"{label}: seconds per 1,000 iterations", per_1000, "s",
+                        "<= 1.5 (15 s / 10,000)" if label.startswith("pmdp") else "",
+                        f"{run['note']}; {speedup:.2g}x the reference's speed; wall clock "
+                        f"{1000 * run['wall'] / run['iterations']:.2f} s"))
+        raw["runs"][label] = {"cpu_s": run["cpu"], "wall_s": run["wall"],
+                              "iterations": run["iterations"], "ess": {}, "mean": {}}
+        for name in QUANTITIES:
+            values = run["draws"][name]
+            effective = ess(values)
+            raw["runs"][label]["ess"][name] = effective
+            raw["runs"][label]["mean"][name] = float(values.mean())
+            rows.append(Row(REGRESSION, f"{label}: ESS/s {name}", effective / run["cpu"], "1/s", "",
+                            f"ESS {effective:.0f} of {values.size}; mean {values.mean():.3f}"))
+    rows.append(Row(REGRESSION, "birth/death moves per iteration (all samplers)", n_moves, "", "",
+                    "ReversibleJump's default"))
     return rows, {"regression": raw}
 
 
@@ -166,7 +190,7 @@ def atus(quick: bool) -> tuple[list[Row], dict]:
     for bounded in (False, True):
         kind = "bounded" if bounded else "unbounded"
         model, source = atus_model(bounded=bounded, epsilon_s=1.0, epsilon_n=1.0)
-        idata, seconds, _ = run_sampler(model, draws, tune, seed=4)
+        idata, seconds, _, _ = run_sampler(model, draws, tune, seed=4)
         per_iteration = seconds / (tune + draws)
         # the record sweep alone (refresh, + birth/death under unbounded DP) at the same settings
         compiled = compile_model(model)

@@ -215,6 +215,14 @@ class _Parameters:
         return x, y
 
 
+def _with_room(x, y, t, rows: int):
+    """Copies of the record arrays with at least ``rows`` rows (the extra rows unused)."""
+    rows = max(rows, len(y), 16)
+    bx, by, bt = np.empty((rows, 2)), np.empty(rows), np.empty((rows, 9))
+    bx[: len(y)], by[: len(y)], bt[: len(y)] = x, y, t
+    return bx, by, bt
+
+
 def _gibbs_parameters(rng: np.random.Generator, x: np.ndarray, y: np.ndarray, theta: _Parameters):
     """Steps 1-3: exact conditional draws of (beta, tau), mu and Phi given the records."""
     mean, precision, shape, rate = normal_gamma_posterior(x, y)
@@ -242,8 +250,8 @@ def reference_regression_sampler(
     n_iter : int
         Iterations (every one is returned; discard a burn-in yourself).
     n_moves : int, optional
-        Birth/death moves per iteration; default ``max(10, round(0.1 * n0))`` as in
-        :class:`pymc_unbounded_dp.ReversibleJump`.
+        Birth/death moves per iteration; default ``max(10, n0)`` (``n0`` the starting ``n``), as
+        in :class:`pymc_unbounded_dp.ReversibleJump`.
     random_seed : int or numpy.random.Generator, optional
     initial : dict, optional
         Starting values ``beta``, ``tau``, ``mu``, ``Phi``, ``n``; defaults ``beta = 0``,
@@ -275,7 +283,7 @@ def reference_regression_sampler(
     )
     n = int(initial.get("n", max(release.n_dp, 0)))
     if n_moves is None:
-        n_moves = max(10, round(0.1 * n))
+        n_moves = max(10, n)
     s_dp = np.asarray(release.s_dp, dtype=float)
     b_s, b_n, n_dp = release.scale_s, release.scale_n, release.n_dp
 
@@ -285,8 +293,9 @@ def reference_regression_sampler(
     def log_eta_n(count):  # discrete Laplace log-pmf of the count's noise, up to a constant
         return -abs(n_dp - count) / b_n
 
+    # The records: buffers with spare rows, the first n rows are the current records.
     x, y = theta.draw_records(rng, n)
-    t = regression_statistics(x, y)
+    x, y, t = _with_room(x, y, regression_statistics(x, y), 2 * n + n_moves)
 
     out = {
         "beta": np.empty((n_iter, 3)), "tau": np.empty(n_iter), "mu": np.empty((n_iter, 2)),
@@ -296,12 +305,12 @@ def reference_regression_sampler(
     }
     for it in range(n_iter):
         # 1-3. parameters given the records
-        theta = _gibbs_parameters(rng, x, y, theta)
+        theta = _gibbs_parameters(rng, x[:n], y[:n], theta)
 
         # 4. record refresh, systematic scan, proposals from the model
         new_x, new_y = theta.draw_records(rng, n)
         new_t = regression_statistics(new_x, new_y)
-        residual = s_dp - t.sum(axis=0)
+        residual = s_dp - t[:n].sum(axis=0)
         current = log_eta_s(residual)
         accepted = 0
         for i in range(n):
@@ -312,18 +321,21 @@ def reference_regression_sampler(
                 residual, current = trial, trial_lp
                 accepted += 1
 
-        # 5. birth/death moves over n (flat prior on n >= 0: no prior ratio)
+        # 5. birth/death moves over n (flat prior on n >= 0: no prior ratio); move k may give
+        # birth to candidate k, drawn from the model
+        born_x, born_y = theta.draw_records(rng, n_moves)
+        born_t = regression_statistics(born_x, born_y)
+        if len(y) < n + n_moves:
+            x, y, t = _with_room(x[:n], y[:n], t[:n], 2 * (n + n_moves))
         births = [0, 0]  # accepted, proposed
         deaths = [0, 0]
-        for _ in range(n_moves):
+        for k in range(n_moves):
             if rng.random() < 0.5:
                 births[1] += 1
-                bx, by = theta.draw_records(rng, 1)
-                bt = regression_statistics(bx, by)[0]
-                trial = residual - bt
+                trial = residual - born_t[k]
                 log_ratio = log_eta_s(trial) - current + log_eta_n(n + 1) - log_eta_n(n)
                 if math.log(rng.random()) < log_ratio:
-                    x, y, t = np.vstack([x, bx]), np.append(y, by), np.vstack([t, bt])
+                    x[n], y[n], t[n] = born_x[k], born_y[k], born_t[k]
                     residual, current = trial, log_eta_s(trial)
                     n += 1
                     births[0] += 1
@@ -335,8 +347,8 @@ def reference_regression_sampler(
                 trial = residual + t[i]
                 log_ratio = log_eta_s(trial) - current + log_eta_n(n - 1) - log_eta_n(n)
                 if math.log(rng.random()) < log_ratio:
-                    keep = np.arange(n) != i
-                    x, y, t = x[keep], y[keep], t[keep]
+                    # the last record takes the place of the removed one (records are exchangeable)
+                    x[i], y[i], t[i] = x[n - 1], y[n - 1], t[n - 1]
                     residual, current = trial, log_eta_s(trial)
                     n -= 1
                     deaths[0] += 1
