@@ -2,6 +2,7 @@
 
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.sampling import sample
+from pymc_unbounded_dp.mcem import mcem
 from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 from pymc_unbounded_dp.mechanisms import (
     DiscreteGaussian,
@@ -15,6 +16,7 @@ __all__ = [
     "DataAugmentation",
     "ReversibleJump",
     "sample",
+    "mcem",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Gaussian",
