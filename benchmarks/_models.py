@@ -159,3 +159,16 @@ def regression_conjugate_step(model: pm.Model):
 
     names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
     return conjugate.ConjugateGibbs([model[name] for name in names], update, model=model)
+
+
+def atus_conjugate_step(model: pm.Model):
+    """``alpha | records`` by :func:`pymc_unbounded_dp.conjugate.dirichlet_concentration`."""
+    from pymc_unbounded_dp import conjugate
+
+    def update(rng, records, values):
+        x = np.asarray(records["x"], dtype=float)
+        log_sum = np.log(x).sum(axis=0)
+        alpha = conjugate.dirichlet_concentration(rng, values["alpha"], log_sum, len(x), 1.0, 0.1)
+        return {"alpha": alpha}
+
+    return conjugate.ConjugateGibbs([model["alpha"]], update, model=model)

@@ -185,25 +185,38 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
 # ATUS
 # --------------------------------------------------------------------------------------------------
 def atus(quick: bool) -> tuple[list[Row], dict]:
+    from _models import atus_conjugate_step
+
     tune, draws = (200, 300) if quick else (500, 1500)
     rows, raw = [], {}
     for bounded in (False, True):
         kind = "bounded" if bounded else "unbounded"
         model, source = atus_model(bounded=bounded, epsilon_s=1.0, epsilon_n=1.0)
-        idata, seconds, _, _ = run_sampler(model, draws, tune, seed=4)
+        idata, seconds, _, n_moves = run_sampler(model, draws, tune, seed=4)
         per_iteration = seconds / (tune + draws)
+        steps = float(idata["sample_stats"]["n_steps"].values.mean())
+        alpha_nuts = _draws(idata, "alpha").reshape(-1, 3)
+        idata, gibbs_seconds, _, _ = run_sampler(
+            model, draws, tune, seed=4, parameter_step=atus_conjugate_step(model)
+        )
+        gibbs_per_iteration = gibbs_seconds / (tune + draws)
+        alpha_gibbs = _draws(idata, "alpha").reshape(-1, 3)
         # the record sweep alone (refresh, + birth/death under unbounded DP) at the same settings
         compiled = compile_model(model)
         n0 = compiled.fixed_n if bounded else compiled.sample_size.initial
-        n_moves = 0 if bounded else max(10, round(0.1 * n0))
         sweep_s = best_time(sweeper(model, n0, n_moves), 3, 0.2)
-        stats = idata["sample_stats"]
-        steps = float(stats["n_steps"].values.mean())
-        rows.append(Row(ATUS, f"{kind}: pmdp.sample seconds per iteration", 1e3 * per_iteration,
-                        "ms", "<= 2 (unbounded)", f"{steps:.1f} leapfrog steps/iteration (NUTS)"))
+        target = "<= 2" if not bounded else ""
+        rows.append(Row(ATUS, f"{kind}: pmdp.sample (NUTS) per iteration", 1e3 * per_iteration,
+                        "ms", target, f"{steps:.1f} leapfrog steps/iteration; alpha mean "
+                        f"{np.round(alpha_nuts.mean(axis=0), 2).tolist()}"))
+        rows.append(Row(ATUS, f"{kind}: pmdp.sample (ConjugateGibbs, Dirichlet MH) per iteration",
+                        1e3 * gibbs_per_iteration, "ms", target,
+                        f"alpha mean {np.round(alpha_gibbs.mean(axis=0), 2).tolist()}"))
         rows.append(Row(ATUS, f"{kind}: record sweep alone", 1e3 * sweep_s, "ms", "",
                         f"refresh of {n0} records" + ("" if bounded else f" + {n_moves} birth/death")))
-        raw[kind] = {"per_iteration_s": per_iteration, "sweep_s": sweep_s, "n_steps": steps,
-                     "source": source}
+        raw[kind] = {"nuts_per_iteration_s": per_iteration, "gibbs_per_iteration_s": gibbs_per_iteration,
+                     "sweep_s": sweep_s, "n_steps": steps, "n_moves": n_moves, "source": source,
+                     "alpha_mean_nuts": alpha_nuts.mean(axis=0).tolist(),
+                     "alpha_mean_gibbs": alpha_gibbs.mean(axis=0).tolist()}
     rows.append(Row(ATUS, "data", float("nan"), "", "", raw["bounded"]["source"]))
     return rows, {"atus": raw}
