@@ -188,6 +188,14 @@ def atus_statistics(x: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(np.asarray(x, dtype=float), MIN_SHARE)).sum(axis=0)
 
 
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int(seed.integers(2**63)))
+    return np.random.SeedSequence(seed)
+
+
 def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None) -> AtusRelease:
     """Release the sum of clamped log-shares (Laplace) and ``n`` (discrete Laplace), seeded.
 
@@ -196,7 +204,7 @@ def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None
     """
     mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
-    s_seed, n_seed = np.random.SeedSequence(seed).spawn(2)
+    s_seed, n_seed = _seed_sequence(seed).spawn(2)
     values = atus_statistics(data.x) + mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
     n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
     return AtusRelease(

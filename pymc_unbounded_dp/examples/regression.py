@@ -186,6 +186,14 @@ def regression_statistic_tensor(x1, x2, y):
     return _per_record(x1, x2, y, lambda cols: pt.stack(cols, axis=1))
 
 
+def _seed_sequence(seed) -> np.random.SeedSequence:
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int(seed.integers(2**63)))
+    return np.random.SeedSequence(seed)
+
+
 def privatize_regression(
     data: RegressionData, epsilon_s: float, epsilon_n: float, seed=None
 ) -> RegressionRelease:
@@ -197,7 +205,7 @@ def privatize_regression(
     """
     statistics_mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
-    s_seed, n_seed = np.random.SeedSequence(seed).spawn(2)
+    s_seed, n_seed = _seed_sequence(seed).spawn(2)
     exact = regression_statistics(data.x, data.y)
     values = exact + statistics_mechanism.simulate(N_STATISTICS, random_seed=np.random.default_rng(s_seed))
     n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
