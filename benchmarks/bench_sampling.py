@@ -45,10 +45,19 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None):
     with model:
         kind = pmdp.ReversibleJump if unbounded else pmdp.DataAugmentation
         step = kind(parameter_step) if parameter_step is not None else kind()
+        _warm_up(step)
         idata, _, cpu = timed(
             lambda: pm.sample(draws=draws, tune=tune, step=step, random_seed=seed, **SAMPLE)
         )
     return idata, cpu, sampling_seconds(idata), step.records_step.n_moves
+
+
+def _warm_up(step) -> None:
+    """A two-iteration run first, so that lazily compiled code (PyMC 6's numba functions) is
+    compiled before the timed run."""
+    import pymc as pm
+
+    pm.sample(draws=2, tune=2, step=step, random_seed=0, **SAMPLE)
 
 
 QUANTITIES = ("beta[0]", "beta[1]", "beta[2]", "tau", "n")
@@ -134,51 +143,144 @@ def _cumulative(stats: pstats.Stats, path_end: str, function: str) -> float:
     return total
 
 
+def _profiled_run(model, tune: int, draws: int, parameter_step=None) -> pstats.Stats:
+    import pymc as pm
+
+    with model:
+        step = pmdp.ReversibleJump(parameter_step) if parameter_step else pmdp.ReversibleJump()
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+        pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
+        profiler.disable()
+    return pstats.Stats(profiler)
+
+
+def _calls(stats: pstats.Stats, path_end: str, function: str) -> int:
+    return int(sum(v[1] for k, v in stats.stats.items()
+                   if k[2] == function and k[0].replace("\\", "/").endswith(path_end)))
+
+
 def profile(quick: bool) -> tuple[list[Row], dict]:
-    """Split the sampling loop into NUTS (gradients, tree building), record kernels and PyMC."""
+    """Split the sampling loop into the parameter step (NUTS: gradients and tree building; or the
+    conjugate Gibbs step), the record kernels and PyMC's own per-iteration work (CPU time)."""
+    from _models import regression_conjugate_step
+
     release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
     model = regression_model(release)
     tune, draws = (150, 150) if quick else (500, 500)
-    with model:
-        step = pmdp.ReversibleJump()
-        profiler = cProfile.Profile(time.process_time)
-        profiler.enable()
-        import pymc as pm
-
-        idata = pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
-        profiler.disable()
-    stats = pstats.Stats(profiler)
     iterations = tune + draws
-    loop = _cumulative(stats, "pymc/sampling/mcmc.py", "_iter_sample")
-    nuts = _cumulative(stats, "hmc/base_hmc.py", "astep")
-    gradients = _cumulative(stats, "hmc/integration.py", "func")
-    records = _cumulative(stats, "pymc_unbounded_dp/steps.py", "step")
-    propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "propose")
-    set_records = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "set_records")
-    log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "log_prior_n")
-    n_grad = int(sum(v[1] for k, v in stats.stats.items()
-                     if k[2] == "func" and k[0].endswith("hmc/integration.py")))
-    parts = {
-        "NUTS: logp + gradient evaluations": gradients,
-        "NUTS: tree building, adaptation (Python)": nuts - gradients,
-        "records: proposals (PyTensor propose)": propose,
-        "records: log prior of n (PyTensor)": log_prior_n,
-        "records: numba loops, uniforms, bookkeeping": records - propose - set_records - log_prior_n,
-        "records: set_records (write PyMC containers)": set_records,
-        "PyMC: compound step, point/trace handling": loop - nuts - records,
-    }
-    rows = [Row(PROFILE, "sampling loop per iteration", 1e3 * loop / iterations, "ms", "",
-                f"{iterations} iterations under cProfile (adds overhead); "
-                f"{n_grad / iterations:.1f} gradient evaluations per iteration, "
-                f"{1e6 * gradients / max(n_grad, 1):.0f} us each")]
-    for label, seconds in parts.items():
-        rows.append(Row(PROFILE, label, 1e3 * seconds / iterations, "ms/iteration", "",
-                        f"{100 * seconds / loop:.0f}%"))
-    raw = {label: seconds / iterations for label, seconds in parts.items()}
-    raw["loop"] = loop / iterations
-    raw["gradient_evaluations_per_iteration"] = n_grad / iterations
-    _ = idata
+    rows, raw = [], {}
+    for label, parameter_step in (("NUTS", None), ("ConjugateGibbs", "gibbs")):
+        rows += _step_times(model, tune, draws, label, parameter_step)
+        step = regression_conjugate_step(model) if parameter_step else None
+        stats = _profiled_run(model, tune, draws, step)
+        loop = _cumulative(stats, "pymc/sampling/mcmc.py", "_iter_sample")
+        nuts = _cumulative(stats, "hmc/base_hmc.py", "astep")
+        gradients = _cumulative(stats, "hmc/integration.py", "func")
+        gibbs = _cumulative(stats, "pymc_unbounded_dp/conjugate.py", "step")
+        records = _cumulative(stats, "pymc_unbounded_dp/steps.py", "step")
+        propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "propose")
+        set_records = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "set_records")
+        log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "log_prior_n")
+        n_grad = _calls(stats, "hmc/integration.py", "func")
+        parts = {
+            "NUTS: logp + gradient evaluations": gradients,
+            "NUTS: tree building, adaptation (Python)": nuts - gradients,
+            "ConjugateGibbs: sufficient statistics, draws, transforms": gibbs,
+            "records: proposals (PyTensor propose)": propose,
+            "records: log prior of n": log_prior_n,
+            "records: numba loops, uniforms, bookkeeping": records - propose - set_records
+            - log_prior_n,
+            "records: set_records (write PyMC containers)": set_records,
+            "PyMC: compound step, point/trace handling": loop - nuts - gibbs - records,
+        }
+        section = f"{PROFILE}, {label}"
+        note = f"{iterations} iterations under cProfile (which adds overhead)"
+        if n_grad:
+            note += (f"; {n_grad / iterations:.1f} gradient evaluations per iteration, "
+                     f"{1e6 * gradients / n_grad:.0f} us each")
+        rows.append(Row(section, "sampling loop per iteration", 1e3 * loop / iterations, "ms", "",
+                        note))
+        for part, seconds in parts.items():
+            if seconds > 0:
+                rows.append(Row(section, part, 1e3 * seconds / iterations, "ms/iteration", "",
+                                f"{100 * seconds / loop:.0f}%"))
+        raw[label] = {part: seconds / iterations for part, seconds in parts.items()}
+        raw[label]["loop"] = loop / iterations
+        raw[label]["gradient_evaluations_per_iteration"] = n_grad / iterations
+    rows += _components(model)
+    raw["components"] = {r.metric: r.value for r in rows[-3:]}
     return rows, {"profile": raw}
+
+
+def _step_times(model, tune: int, draws: int, label: str, parameter_step) -> list[Row]:
+    """CPU time of each sub-step of the compound step, measured around its ``step`` calls."""
+    import pymc as pm
+    from _models import regression_conjugate_step
+
+    section = f"{PROFILE}: CPU time per sub-step, {label}"
+    totals: dict[str, float] = {}
+    with model:
+        inner = regression_conjugate_step(model) if parameter_step else None
+        step = pmdp.ReversibleJump(inner) if inner else pmdp.ReversibleJump()
+        _warm_up(step)
+        for method in step.methods:
+            method.step = _timing_wrapper(method.step, type(method).__name__, totals)
+        start = time.process_time()
+        idata = pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
+        total = time.process_time() - start
+    iterations = tune + draws
+    rows = [Row(section, "pm.sample total per iteration", 1e3 * total / iterations, "ms", "",
+                "CPU time, no profiler")]
+    for name, seconds in totals.items():
+        note = f"{100 * seconds / total:.0f}%"
+        if name == "NUTS":
+            steps = float(idata["sample_stats"]["n_steps"].values.mean())
+            note += f"; {steps:.1f} leapfrog steps per iteration"
+        rows.append(Row(section, f"{name}.step", 1e3 * seconds / iterations, "ms/iteration", "",
+                        note))
+    rest = total - sum(totals.values())
+    rows.append(Row(section, "PyMC: everything else (trace, points, set-up, InferenceData)",
+                    1e3 * rest / iterations, "ms/iteration", "", f"{100 * rest / total:.0f}%"))
+    return rows
+
+
+def _timing_wrapper(function, name: str, totals: dict):
+    def timed_step(point):
+        start = time.process_time()
+        out = function(point)
+        totals[name] = totals.get(name, 0.0) + time.process_time() - start
+        return out
+
+    return timed_step
+
+
+def _components(model) -> list[Row]:
+    """The same pieces timed one by one without a profiler (cProfile inflates Python calls)."""
+    from _models import regression_conjugate_step
+
+    section = f"{PROFILE}: components without the profiler"
+    compiled = compile_model(model)
+    n0 = compiled.sample_size.initial
+    with model:
+        n_moves = pmdp.ReversibleJump().records_step.n_moves
+    sweep_s = best_time(sweeper(model, n0, n_moves), 5, 0.2)
+    gibbs = regression_conjugate_step(model)
+    point = model.initial_point()
+    gibbs_s = best_time(lambda: gibbs.step(point), 5, 0.2)
+    free = [v for v in model.value_vars if v.name != compiled.n_value_name]
+    logp_dlogp = model.logp_dlogp_function(free, ravel_inputs=True)
+    logp_dlogp.set_extra_values({compiled.n_value_name: point[compiled.n_value_name]})
+    q = np.concatenate([np.ravel(point[v.name]) for v in free])
+    gradient_s = best_time(lambda: logp_dlogp(q), 5, 0.2)
+    return [
+        Row(section, "record sweep: refresh + birth/death", 1e3 * sweep_s, "ms", "",
+            f"{n0} records + {n_moves} moves"),
+        Row(section, "ConjugateGibbs step (all parameters)", 1e3 * gibbs_s, "ms", "",
+            "sufficient statistics, 3 conditional draws, transforms"),
+        Row(section, "one logp + gradient evaluation (NUTS leapfrog)", 1e3 * gradient_s, "ms", "",
+            "x leapfrog steps per iteration"),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
