@@ -3,7 +3,7 @@
 Each configuration runs in a fresh Python process: it builds the Bernoulli model (unbounded DP)
 with ``N`` records and samples ``draws`` iterations under ``tracemalloc`` (which sees NumPy's and
 PyTensor's array allocations), reporting the peak of memory allocated while sampling, and the
-process's peak resident memory (``ru_maxrss``, which also counts the interpreter, PyMC and
+process's peak resident memory (``VmHWM``, which also counts the interpreter, PyMC and
 compiled code). The records live in one buffer per chain, overwritten in place; the trace stores
 only the parameters and ``n``. The peak therefore grows with ``N`` and not with ``draws``.
 """
@@ -23,8 +23,6 @@ HERE = Path(__file__).resolve().parent
 
 
 def _child(n: int, draws: int) -> None:
-    import resource
-
     from _models import bernoulli_model
 
     import pymc_unbounded_dp as pmdp
@@ -40,8 +38,24 @@ def _child(n: int, draws: int) -> None:
                 compute_convergence_checks=False)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"n": n, "draws": draws, "traced_peak_bytes": peak, "maxrss_kb": maxrss}))
+    print(json.dumps({"n": n, "draws": draws, "traced_peak_bytes": peak, "maxrss_kb": _peak_rss_kb()}))
+
+
+def _peak_rss_kb() -> int:
+    """This process's peak resident memory in KiB: ``VmHWM`` (Linux) or ``ru_maxrss``.
+
+    (On Linux ``ru_maxrss`` of a child started by fork + exec reports its parent's peak.)
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def measure(n: int, draws: int) -> dict:
