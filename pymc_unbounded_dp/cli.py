@@ -93,10 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", type=Path, default=DEFAULT_OUT,
                       help="output folder (default: %(default)s)")
-    demo.add_argument("--draws", type=_positive_int, default=1000,
-                      help="posterior draws per chain (default: %(default)s)")
+    demo.add_argument("--draws", type=_positive_int, default=5000,
+                      help="posterior draws per chain (default: %(default)s; the chain mixes "
+                      "slowly in beta, so fewer draws give a rough posterior)")
     demo.add_argument("--tune", type=_non_negative_int, default=None,
-                      help="tuning iterations per chain (default: as many as --draws)")
+                      help="tuning iterations per chain (default: 1000, at most --draws)")
     demo.add_argument("--chains", type=_positive_int, default=2, help="chains (default: 2)")
     demo.add_argument("--seed", type=_non_negative_int, default=1,
                       help="seed of data, noise and sampler (default: 1)")
@@ -118,16 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument("study", choices=["regression", "atus"], help="which study")
     rep.add_argument("--quick", action="store_true",
-                     help="a reduced grid (one epsilon_s, three epsilon_n, one replicate, "
-                     "2 x 300 draws) that finishes in a few minutes")
+                     help="a reduced grid (one epsilon_s, three epsilon_n, one replicate, shorter "
+                     "chains, no MCEM) that finishes in a few minutes")
     rep.add_argument("--out", type=Path, default=None,
                      help="output folder (default: pmdp-out/reproduce-STUDY[-quick])")
     rep.add_argument("--replicates", type=_positive_int, default=None,
                      help="replicates per grid point (default: 5 regression, 3 ATUS; quick: 1)")
     rep.add_argument("--draws", type=_positive_int, default=None,
-                     help="posterior draws per chain (default: 1000; quick: 300)")
+                     help="posterior draws per chain (default: regression 5000, ATUS 10000; "
+                     "quick: 2000, 3000)")
     rep.add_argument("--tune", type=_non_negative_int, default=None,
-                     help="tuning iterations per chain (default: as many as --draws)")
+                     help="tuning iterations per chain (default: regression 1000, ATUS 2000; "
+                     "quick: 500, 1000)")
     rep.add_argument("--chains", type=_positive_int, default=None, help="chains (default: 2)")
     rep.add_argument("--seed", type=_non_negative_int, default=None, help="study seed")
     rep.add_argument("--epsilon-s", type=_epsilon_list, default=None, metavar="LIST",
@@ -138,7 +141,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ATUS data folder with female.csv and male.csv (default: "
                      "$PMDP_ATUS_DIR, else ../shared/data/atus2019 next to the repository, else "
                      "a simulated stand-in)")
-    rep.add_argument("--no-mcem", action="store_true", help="skip the MCEM estimates (regression)")
+    rep.add_argument("--sampler", choices=["nuts", "gibbs"], default=None,
+                     help="parameter step given the records: NUTS, or exact conjugate updates "
+                     "(default: regression nuts, ATUS gibbs)")
+    rep.add_argument("--mcem", action=argparse.BooleanOptionalAction, default=None,
+                     help="MCEM estimates beside the posteriors (regression; default: on, off "
+                     "with --quick)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=_reproduce)
     return parser
@@ -183,7 +191,7 @@ def _demo(args, out=None) -> int:
 
     folder = _writable_folder(args.out)
     (folder / "figures").mkdir(exist_ok=True)
-    tune = args.draws if args.tune is None else args.tune
+    tune = min(1000, args.draws) if args.tune is None else args.tune
     seeds = np.random.SeedSequence(args.seed).spawn(3)
     kind = "bounded DP (n known)" if args.bounded else "unbounded DP (n released with noise)"
     print(f"pmdp demo: linear regression, n = 1000, {kind}", file=out)
@@ -279,17 +287,17 @@ def _reproduce(args, out=None) -> int:
         raise UsageError("--data: only the atus study reads data (regression simulates its own)")
     folder = args.out or DEFAULT_OUT / f"reproduce-{args.study}{'-quick' if args.quick else ''}"
     folder = _writable_folder(folder)
-    tune = args.tune if args.tune is not None else args.draws
     config = studies.default_config(
-        args.study, quick=args.quick, replicates=args.replicates, draws=args.draws, tune=tune,
+        args.study, quick=args.quick, replicates=args.replicates, draws=args.draws, tune=args.tune,
         chains=args.chains, seed=args.seed, epsilon_s=args.epsilon_s, epsilon_n=args.epsilon_n,
-        data=data, mcem=False if args.no_mcem else None,
+        data=data, mcem=args.mcem, sampler=args.sampler,
     )
     grid = studies.cells(config)
     print(f"pmdp reproduce {args.study}{' --quick' if args.quick else ''}: {len(grid)} fits "
           f"(epsilon_s {list(config.epsilon_s)}, epsilon_n {list(config.epsilon_n)}, "
           f"{config.replicates} replicate(s), {config.chains} chains x ({config.tune} tune + "
-          f"{config.draws} draws){', MCEM' if config.mcem else ''}) -> {folder}", file=out)
+          f"{config.draws} draws), parameter step {config.sampler}"
+          f"{', MCEM' if config.mcem else ''}) -> {folder}", file=out)
     if args.study == "atus" and data == "simulated":
         print(f"  no ATUS data found: using the SIMULATED stand-in (Dirichlet"
               f"{tuple(atus_example.MLE_ALPHA.tolist())}, n = {atus_example.ATUS_N}); pass --data "

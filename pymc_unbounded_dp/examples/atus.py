@@ -52,6 +52,7 @@ __all__ = [
     "SENSITIVITY",
     "AtusData",
     "AtusRelease",
+    "atus_gibbs_step",
     "atus_model",
     "atus_statistics",
     "default_atus_dir",
@@ -236,7 +237,8 @@ def dirichlet_dist(alpha) -> pt.TensorVariable:
     PyTensor pads the parameters of a sized random variable to the batch rank, and its Dirichlet
     sampler then draws row by row in Python (several ms per 1,000 records, most of an ATUS
     iteration). Shared ``alpha`` is drawn here in one ``Generator.dirichlet`` call; the
-    log-density is PyMC's own.
+    log-density is PyMC's own. (PyTensor's numba backend, the default of ``pm.draw`` on PyMC 6,
+    runs this Python sampler in object mode and says so in a warning; pass ``mode="FAST_RUN"``.)
     """
     return pm.CustomDist.dist(
         alpha, random=_dirichlet_random, logp=_dirichlet_logp, signature="(a)->(a)"
@@ -266,6 +268,25 @@ def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.
             "s", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism, observed=release.values
         )
     return model
+
+
+def atus_gibbs_step(model: pm.Model):
+    """A parameter step for :func:`atus_model`: ``alpha | records`` by
+    :func:`pymc_unbounded_dp.conjugate.dirichlet_concentration` (an exact independence
+    Metropolis-Hastings update on the sufficient statistic ``sum_i log x_i``), in place of NUTS.
+
+    Several times cheaper per iteration than NUTS over the 6,656 records; pass it as
+    ``pmdp.sample(step=atus_gibbs_step(model), ...)``.
+    """
+    from pymc_unbounded_dp import conjugate
+
+    def update(rng, records, values):
+        x = np.asarray(records["x"], dtype=float)
+        log_sum = np.log(x).sum(axis=0)
+        alpha = conjugate.dirichlet_concentration(rng, values["alpha"], log_sum, len(x), 1.0, 0.1)
+        return {"alpha": alpha}
+
+    return conjugate.ConjugateGibbs([model["alpha"]], update, model=model)
 
 
 def dirichlet_mle(x: np.ndarray, iterations: int = 200) -> np.ndarray:

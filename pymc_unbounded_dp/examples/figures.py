@@ -147,7 +147,8 @@ def plot_regression_study(table, truth: dict, n_true: int) -> Figure:
         axes[0, j].axhline(true, **_TRUE, label="true value")
         axes[0, j].set_title(f"posterior mean of {param}")
         axes[1, j].set_title(f"posterior variance of {param}")
-        axes[1, j].set_yscale("log")
+        if param == "n":
+            axes[1, j].set_yscale("symlog", linthresh=1.0)
         for i in range(2):
             _eps_ticks(axes[i, j], eps_n)
             axes[1, j].set_xlabel("epsilon_n")

@@ -72,6 +72,7 @@ __all__ = [
     "RegressionRelease",
     "clamp_rescale",
     "privatize_regression",
+    "regression_gibbs_step",
     "regression_model",
     "regression_statistics",
     "regression_statistic_tensor",
@@ -266,3 +267,28 @@ def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=
             "s", regression_statistic_tensor(x1, x2, y), release.mechanism, observed=release.values
         )
     return model
+
+
+def regression_gibbs_step(model: pm.Model):
+    """A parameter step for :func:`regression_model` drawing every parameter exactly from its
+    conditional given the records (:mod:`pymc_unbounded_dp.conjugate`), in place of NUTS:
+    ``(beta, tau)`` normal-gamma, ``mu | x, Phi`` normal, ``Phi | x, mu`` Wishart written back as
+    the Bartlett pieces ``Phi_c1, Phi_c2, Phi_z``. Pass it as ``pmdp.sample(step=...)``.
+    """
+    import math
+
+    from pymc_unbounded_dp import conjugate
+
+    def update(rng, records, values):
+        x = np.column_stack([records["x1"], records["x2"]]).astype(float)
+        y = np.asarray(records["y"], dtype=float)
+        beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
+        a = np.array([[math.sqrt(values["Phi_c1"]), 0.0],
+                      [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]])
+        mu = conjugate.normal_mean(rng, x, a @ a.T)
+        phi = conjugate.wishart_precision(rng, x, mu, nu=2.0)
+        c, z = conjugate.bartlett_factors(phi)
+        return {"beta": beta, "tau": tau, "mu": mu, "Phi_c1": c[0], "Phi_c2": c[1], "Phi_z": z[0]}
+
+    names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
+    return conjugate.ConjugateGibbs([model[name] for name in names], update, model=model)

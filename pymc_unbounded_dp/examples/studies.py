@@ -34,7 +34,7 @@ import pandas as pd
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.examples import atus as atus_example
 from pymc_unbounded_dp.examples import regression as regression_example
-from pymc_unbounded_dp.examples.summary import flat_draws, posterior_summary
+from pymc_unbounded_dp.examples.summary import flat_draws, group_dataset, posterior_summary
 
 __all__ = [
     "ATUS_EPSILON_N",
@@ -61,7 +61,7 @@ ATUS_EPSILON_S = (1.0, 10.0)
 ATUS_EPSILON_N = (0.01, 0.1, 1.0, 10.0)
 
 #: Settings that change a cell's result: a cell file made with others is not reused.
-_RESULT_SETTINGS = ("draws", "tune", "chains", "seed", "mcem", "n", "data")
+_RESULT_SETTINGS = ("draws", "tune", "chains", "seed", "mcem", "sampler", "n", "data")
 
 
 class SettingsMismatch(ValueError):
@@ -95,6 +95,7 @@ class StudyConfig:
     cores: int | None = None
     seed: int = 20240610
     mcem: bool = True
+    sampler: str = "nuts"
     n: int = 1000
     data: str | None = None
     keep_draws: int = 1000
@@ -108,22 +109,29 @@ class StudyConfig:
 def default_config(study: str, quick: bool = False, **overrides) -> StudyConfig:
     """The paper's grid for ``study`` (``"regression"`` or ``"atus"``), or its ``quick`` version.
 
-    Full: regression ``epsilon_s in {1, 0.1}``, ``epsilon_n in {1e-4, 0.01, 0.1, 0.5, 1, 10}``;
-    ATUS ``epsilon_s in {1, 10}``, ``epsilon_n in {0.01, 0.1, 1, 10}``; 2 chains of 1000 draws after
-    1000 tuning steps (the paper: one chain of 10,000 iterations, 5,000 burn-in). Quick: one
-    ``epsilon_s``, three ``epsilon_n``, one replicate, 2 x 300 draws.
+    Full: regression ``epsilon_s in {1, 0.1}``, ``epsilon_n in {1e-4, 0.01, 0.1, 0.5, 1, 10}``,
+    5 replicates, 2 chains of 1000 tuning + 5000 kept iterations (the paper: 10,000 iterations,
+    5,000 burn-in; the data-augmentation chain mixes slowly in ``beta``), MCEM with a budget of 30
+    iterations of at most 500 imputed sets, warm-started at the posterior mean; ATUS
+    ``epsilon_s in {1, 10}``, ``epsilon_n in {0.01, 0.1, 1, 10}``, 3 replicates, 2 x (2000 +
+    10000) iterations with the conjugate update of ``alpha`` (``sampler="gibbs"``,
+    :func:`~pymc_unbounded_dp.examples.atus.atus_gibbs_step`; NUTS with ``sampler="nuts"``).
+    Quick: one ``epsilon_s``, three ``epsilon_n``, one replicate, shorter chains, no MCEM.
     """
     if study == "regression":
-        base = dict(epsilon_s=REGRESSION_EPSILON_S, epsilon_n=REGRESSION_EPSILON_N, replicates=5)
+        base = dict(epsilon_s=REGRESSION_EPSILON_S, epsilon_n=REGRESSION_EPSILON_N, replicates=5,
+                    draws=5000, tune=1000, mcem_options=dict(max_iterations=30, max_samples=500))
         quick_grid = dict(epsilon_s=(1.0,), epsilon_n=(0.01, 0.5, 10.0), replicates=1,
-                          mcem_options=dict(max_iterations=25, max_samples=400))
+                          draws=2000, tune=500, mcem=False)
     elif study == "atus":
-        base = dict(epsilon_s=ATUS_EPSILON_S, epsilon_n=ATUS_EPSILON_N, replicates=3, mcem=False)
-        quick_grid = dict(epsilon_s=(1.0,), epsilon_n=(0.01, 1.0, 10.0), replicates=1)
+        base = dict(epsilon_s=ATUS_EPSILON_S, epsilon_n=ATUS_EPSILON_N, replicates=3,
+                    draws=10000, tune=2000, mcem=False, sampler="gibbs")
+        quick_grid = dict(epsilon_s=(1.0,), epsilon_n=(0.01, 1.0, 10.0), replicates=1,
+                          draws=3000, tune=1000)
     else:
         raise ValueError(f"unknown study {study!r}; choose 'regression' or 'atus'.")
     if quick:
-        base.update(quick_grid, draws=300, tune=300)
+        base.update(quick_grid)
     base.update({k: v for k, v in overrides.items() if v is not None})
     base["epsilon_s"] = tuple(float(e) for e in base["epsilon_s"])
     base["epsilon_n"] = tuple(float(e) for e in base["epsilon_n"])
@@ -240,6 +248,11 @@ def run_cell(cell: Cell, config: StudyConfig, data=None, progressbar: bool = Fal
     sample_seed = _int_seed(_seed(config, 2, cell.replicate, cell.epsilon_s, cell.epsilon_n,
                                   int(cell.bounded)))
     kwargs = {} if cell.bounded else {"n_moves": suggested_n_moves(release)}
+    if config.sampler == "gibbs":
+        kwargs["step"] = (example.regression_gibbs_step(model) if cell.study == "regression"
+                          else example.atus_gibbs_step(model))
+    elif config.sampler != "nuts":
+        raise ValueError(f"unknown sampler {config.sampler!r}; choose 'nuts' or 'gibbs'.")
     start = time.perf_counter()
     with model:
         idata = pmdp.sample(
@@ -249,7 +262,8 @@ def run_cell(cell: Cell, config: StudyConfig, data=None, progressbar: bool = Fal
         )
     seconds = time.perf_counter() - start
     summary = posterior_summary(idata, names)
-    divergences = int(np.asarray(idata["sample_stats"]["diverging"].values).sum())
+    stats = group_dataset(idata, "sample_stats")
+    divergences = int(np.asarray(stats["diverging"].values).sum()) if "diverging" in stats else 0
     draws = flat_draws(idata, kept)
     record = {
         "cell": dataclasses.asdict(cell),
@@ -266,7 +280,12 @@ def run_cell(cell: Cell, config: StudyConfig, data=None, progressbar: bool = Fal
         "draws": {label: _thin(values, config.keep_draws) for label, values in draws.items()},
     }
     if config.mcem:
-        record["mcem"] = _run_mcem(model, config, cell)
+        start_values = {}
+        for name in model.free_RVs:
+            if name.name != "n" and name.name in group_dataset(idata).data_vars:
+                start_values[name.name] = np.asarray(
+                    group_dataset(idata)[name.name].mean(("chain", "draw")).values)
+        record["mcem"] = _run_mcem(model, config, cell, start_values)
     return record
 
 
@@ -277,16 +296,19 @@ def _json_number(value):
     return value if math.isfinite(value) else None
 
 
-def _run_mcem(model, config: StudyConfig, cell: Cell) -> dict:
-    """MCEM estimate of the cell's model (``pmdp.mcem``, imported lazily)."""
+def _run_mcem(model, config: StudyConfig, cell: Cell, start_values: dict | None = None) -> dict:
+    """MCEM estimate of the cell's model (``pmdp.mcem``, imported lazily), started at
+    ``start_values`` (natural scale; the posterior means) where ``mcem`` takes ``init``."""
     try:
         from pymc_unbounded_dp.mcem import mcem
     except ImportError as error:
         return {"error": f"pmdp.mcem is not available: {error}"}
     import inspect
 
-    options = {k: v for k, v in config.mcem_options.items()
-               if k in inspect.signature(mcem).parameters}
+    accepted = inspect.signature(mcem).parameters
+    options = {k: v for k, v in config.mcem_options.items() if k in accepted}
+    if start_values and "init" in accepted:
+        options["init"] = start_values
     seed = _int_seed(_seed(config, 3, cell.replicate, cell.epsilon_s, cell.epsilon_n,
                            int(cell.bounded)))
     start = time.perf_counter()
@@ -482,7 +504,7 @@ def _tables(study: str, averaged: pd.DataFrame) -> dict[str, str]:
     if study == "regression":
         params = ["beta[0]", "beta[1]", "beta[2]", "tau", "n"]
         mcem = ["beta[0]", "beta[1]", "beta[2]", "tau", "mu[0]", "mu[1]"]
-        return {
+        tables = {
             "posterior means (averaged over replicates)": markdown_table(
                 shown, {**head, **{f"mean:{p}": p for p in params}}),
             "posterior variances (averaged over replicates)": markdown_table(
@@ -495,6 +517,9 @@ def _tables(study: str, averaged: pd.DataFrame) -> dict[str, str]:
                         **{f"ess_bulk:{p}": f"ESS {p}" for p in ["beta[1]", "tau", "n"]},
                         "seconds": "s / fit"}, digits=2),
         }
+        if not any(c.startswith("mcem:") for c in averaged.columns):
+            del tables["MCEM estimates (averaged over replicates)"]
+        return tables
     params = ["alpha[0]", "alpha[1]", "alpha[2]", "n"]
     return {
         "posterior means (averaged over replicates)": markdown_table(

@@ -43,14 +43,21 @@ def flat_draws(idata, var_names=None, group: str = "posterior") -> dict[str, np.
 
 def _split_rhat_and_ess(draws: np.ndarray) -> tuple[float, float]:
     """ArviZ's rank-normalised split R-hat and bulk ESS of one ``(chain, draw)`` array."""
+    import warnings
+
     import arviz as az
 
-    dataset = xr.Dataset({"v": (("chain", "draw"), draws)})
-    try:
-        rhat = float(np.asarray(az.rhat(dataset)["v"]))
-        ess = float(np.asarray(az.ess(dataset)["v"]))
-    except Exception:  # noqa: BLE001 - diagnostics are optional (e.g. a single draw)
+    draws = np.asarray(draws, dtype=float)
+    if draws.shape[1] < 4 or np.ptp(draws) == 0:  # too short, or constant (n with huge epsilon_n)
         return math.nan, math.nan
+    dataset = xr.Dataset({"v": (("chain", "draw"), draws)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            rhat = float(np.asarray(az.rhat(dataset)["v"]))
+            ess = float(np.asarray(az.ess(dataset)["v"]))
+        except Exception:  # noqa: BLE001 - diagnostics are optional
+            return math.nan, math.nan
     return rhat, ess
 
 

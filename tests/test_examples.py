@@ -1,0 +1,255 @@
+"""The paper's workloads (pymc_unbounded_dp.examples): data, privatization, models, short fits."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.examples import atus, regression, studies
+from pymc_unbounded_dp.examples.summary import flat_draws, posterior_summary
+
+ATUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "atus2019"
+
+
+def _clamped_statistics(x, y):
+    """The 9 released numbers computed directly: [X'Y (3), Y'Y, X'X lower triangle w/o [0,0]]."""
+    xc = np.clip(x, -5, 5) / 5
+    yc = np.clip(y, -5, 5) / 5
+    design = np.column_stack([np.ones(len(yc)), xc])
+    xtx = design.T @ design
+    return np.concatenate([design.T @ yc, [yc @ yc], [xtx[1, 0], xtx[2, 0], xtx[1, 1], xtx[2, 1],
+                                                       xtx[2, 2]]])
+
+
+# -- regression: data and release -----------------------------------------------------------------
+
+
+def test_simulated_regression_data_follow_the_paper():
+    data = regression.simulate_regression(n=20000, seed=3)
+    assert data.x.shape == (20000, 2) and data.y.shape == (20000,) and data.n == 20000
+    np.testing.assert_allclose(data.x.mean(axis=0), [1, -1], atol=0.03)
+    np.testing.assert_allclose(np.cov(data.x.T), np.eye(2), atol=0.05)
+    coef, *_ = np.linalg.lstsq(np.column_stack([np.ones(20000), data.x]), data.y, rcond=None)
+    np.testing.assert_allclose(coef, [0, -1, 1], atol=0.03)
+    assert np.var(data.y - data.x @ [-1, 1]) == pytest.approx(1.0, abs=0.05)
+
+
+def test_regression_release_is_the_clamped_statistics_plus_laplace_noise():
+    data = regression.simulate_regression(n=500, seed=1)
+    data = regression.RegressionData(x=data.x * 3, y=data.y * 3)  # many values beyond the clamp
+    release = regression.privatize_regression(data, epsilon_s=0.5, epsilon_n=0.1, seed=7)
+    exact = _clamped_statistics(data.x, data.y)
+    np.testing.assert_allclose(regression.regression_statistics(data.x, data.y), exact)
+    assert release.values.shape == (9,) and len(regression.STATISTIC_NAMES) == 9
+    assert release.sensitivity == 9
+    assert release.mechanism == pmdp.Laplace(epsilon=0.5, sensitivity=9)
+    assert release.mechanism.scale == pytest.approx(18.0)
+    assert release.n_mechanism == pmdp.DiscreteLaplace(epsilon=0.1)
+    # the noise is the mechanism's seeded simulation, reproducible from the seed
+    again = regression.privatize_regression(data, epsilon_s=0.5, epsilon_n=0.1, seed=7)
+    np.testing.assert_array_equal(release.values, again.values)
+    assert release.n_dp == again.n_dp and release.n == 500
+    s_seed, n_seed = np.random.SeedSequence(7).spawn(2)
+    noise = pmdp.Laplace(epsilon=0.5, sensitivity=9).simulate(9, np.random.default_rng(s_seed))
+    np.testing.assert_allclose(release.values, exact + noise)
+    n_noise = pmdp.DiscreteLaplace(epsilon=0.1).simulate(random_seed=np.random.default_rng(n_seed))
+    assert release.n_dp == 500 + int(n_noise)
+    # the statistics noise does not depend on epsilon_n (common random numbers across cells)
+    other = regression.privatize_regression(data, epsilon_s=0.5, epsilon_n=10.0, seed=7)
+    np.testing.assert_array_equal(other.values, release.values)
+
+
+def test_regression_sensitivity_bounds_one_record():
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 10, size=(2000, 2))
+    y = rng.normal(0, 10, size=2000)
+    rows = np.stack([_clamped_statistics(x[i:i + 1], y[i:i + 1]) for i in range(2000)])
+    assert np.abs(rows).sum(axis=1).max() <= regression.SENSITIVITY
+    corner = _clamped_statistics(np.array([[9.0, -9.0]]), np.array([-9.0]))
+    assert np.abs(corner).sum() == pytest.approx(9.0)  # attained: the bound is tight
+
+
+# -- regression: model ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def release():
+    data = regression.simulate_regression(n=1000, seed=11)
+    return data, regression.privatize_regression(data, epsilon_s=1.0, epsilon_n=1.0, seed=12)
+
+
+def test_regression_models_build(release):
+    _, rel = release
+    unbounded = regression.regression_model(rel)
+    bounded = regression.regression_model(rel, bounded=True)
+    free = {v.name for v in unbounded.free_RVs}
+    assert free == {"mu", "Phi_c1", "Phi_c2", "Phi_z", "tau", "beta", "n"}
+    assert {v.name for v in bounded.free_RVs} == free - {"n"}
+    assert {v.name for v in unbounded.observed_RVs} == {"x1", "x2", "y", "s", "n_dp"}
+    assert "n_dp" not in bounded.named_vars
+    assert "Phi" in unbounded.named_vars
+    assert int(unbounded.initial_point()["n"]) == max(rel.n_dp, 0)
+    # bounded DP reads the public n; the unbounded model never sees it
+    assert bounded.rvs_to_values[bounded["x1"]].get_value().shape == (rel.n,)
+
+
+def test_release_density_in_the_model_is_that_of_the_curators_statistic(release):
+    data, rel = release
+    model = regression.regression_model(rel, bounded=True)
+    for name, values in {"x1": data.x[:, 0], "x2": data.x[:, 1], "y": data.y}.items():
+        model.rvs_to_values[model[name]].set_value(values)
+    logp = model.compile_logp(vars=[model["s"]])(model.initial_point())
+    expected = rel.mechanism.logpdf(rel.values - _clamped_statistics(data.x, data.y)).sum()
+    assert logp == pytest.approx(expected)
+
+
+def test_bartlett_prior_is_wishart_and_records_are_bivariate_normal():
+    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=0, epsilon_s=1.0, epsilon_n=1.0,
+                                       n=4000)
+    model = regression.regression_model(rel, bounded=True)
+    phis = pm.draw(model["Phi"], draws=20000, random_seed=1)
+    np.testing.assert_allclose(phis.mean(axis=0), 2 * np.eye(2), atol=0.07)  # E = nu V
+    np.testing.assert_allclose(phis[:, 0, 1].var(), 2.0, rtol=0.08)  # nu (v12^2 + v11 v22)
+    np.testing.assert_allclose(phis[:, 0, 0].var(), 4.0, rtol=0.08)  # 2 nu v11^2
+    phi, mu, x1, x2 = pm.draw([model["Phi"], model["mu"], model["x1"], model["x2"]],
+                              random_seed=2)
+    x = np.column_stack([x1, x2])
+    np.testing.assert_allclose(x.mean(axis=0), mu, atol=5 * np.sqrt(np.diag(np.linalg.inv(phi))
+                                                                    / 4000).max())
+    np.testing.assert_allclose(np.cov(x.T), np.linalg.inv(phi), atol=0.1 * np.abs(
+        np.linalg.inv(phi)).max())
+
+
+def _check_regression_fit(idata, truth, n_true=None):
+    summary = posterior_summary(idata, ["beta", "tau", "mu"] + (["n"] if n_true else []))
+    for label in ["beta[0]", "beta[1]", "beta[2]"]:
+        assert abs(summary.loc[label, "mean"] - truth[label]) < 1.5, summary
+    assert 0.2 < summary.loc["tau", "mean"] < 5
+    np.testing.assert_allclose(summary.loc[["mu[0]", "mu[1]"], "mean"], [1, -1], atol=0.4)
+    if n_true:
+        assert abs(summary.loc["n", "mean"] - n_true) < 40
+
+
+@pytest.mark.parametrize("bounded", [True, False], ids=["bounded", "unbounded"])
+def test_short_regression_fit_is_sensible(release, bounded):
+    _, rel = release
+    model = regression.regression_model(rel, bounded=bounded)
+    with model:
+        idata = pmdp.sample(draws=150, tune=150, chains=1, random_seed=5, progressbar=False,
+                            compute_convergence_checks=False)
+    _check_regression_fit(idata, regression.regression_truth(), None if bounded else rel.n)
+
+
+def test_short_regression_fit_with_conjugate_updates(release):
+    _, rel = release
+    model = regression.regression_model(rel)
+    with model:
+        idata = pmdp.sample(draws=300, tune=100, chains=1, random_seed=5, progressbar=False,
+                            compute_convergence_checks=False,
+                            step=regression.regression_gibbs_step(model))
+    _check_regression_fit(idata, regression.regression_truth(), rel.n)
+
+
+# -- ATUS ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not ATUS_DIR.is_dir(), reason="ATUS data not available")
+def test_atus_loads_the_real_data():
+    data = atus.load_atus(ATUS_DIR)
+    assert data.n == atus.ATUS_N == 6656 and data.x.shape == (6656, 3) and not data.simulated
+    np.testing.assert_allclose(data.x.sum(axis=1), 1.0, atol=1e-9)
+    assert data.x.min() >= atus.MIN_SHARE * (1 - 1e-9)
+    np.testing.assert_allclose(atus.dirichlet_mle(data.x), atus.MLE_ALPHA, rtol=0.01)
+
+
+def test_atus_path_resolution(tmp_path, monkeypatch):
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    with pytest.raises(FileNotFoundError, match="female.csv"):
+        atus.load_atus(tmp_path)
+    monkeypatch.setenv(atus.ATUS_ENV, str(tmp_path / "nowhere"))
+    assert atus.default_atus_dir() == tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError, match=atus.ATUS_ENV):
+        atus.load_atus()
+    monkeypatch.delenv(atus.ATUS_ENV)
+    monkeypatch.setattr(atus, "default_atus_dir", lambda: None)
+    stand_in = atus.load_atus()
+    assert stand_in.simulated and stand_in.n == 6656 and "simulated" in stand_in.source
+    np.testing.assert_allclose(stand_in.x.sum(axis=1), 1.0)
+    np.testing.assert_allclose(atus.dirichlet_mle(stand_in.x), atus.MLE_ALPHA, rtol=0.08)
+    with pytest.raises(FileNotFoundError):
+        atus.load_atus(simulate_if_missing=False)
+
+
+def test_atus_release_sum_and_its_bounded_mean_form():
+    data = atus.simulate_atus(n=800, seed=4)
+    release = atus.privatize_atus(data, epsilon_s=1.0, epsilon_n=0.1, seed=9)
+    exact = np.log(np.maximum(data.x, 1 / 1440)).sum(axis=0)
+    assert release.sensitivity == pytest.approx(-3 * math.log(1 / 1440)) == pytest.approx(21.82, 1e-3)
+    assert release.mechanism.scale == pytest.approx(3 * math.log(1440))
+    s_seed, n_seed = np.random.SeedSequence(9).spawn(2)
+    noise = release.mechanism.simulate(3, np.random.default_rng(s_seed))
+    np.testing.assert_allclose(release.values, exact + noise)
+    # bounded DP: the released mean is the sum / n, with Laplace(Delta / (n epsilon_s)) noise
+    np.testing.assert_allclose(release.mean, exact / 800 + noise / 800)
+    assert release.mechanism.scale / release.n == pytest.approx(release.sensitivity / (800 * 1.0))
+    assert np.all(exact <= 0) and np.all(exact >= -800 * math.log(1440))
+
+
+def test_dirichlet_records_distribution_is_pymcs_dirichlet():
+    alpha = np.array([12.6, 1.59, 17.16])
+    dist = atus.dirichlet_dist(alpha)
+    # (PyTensor's numba backend, PyMC 6's default for pm.draw, would run the Python sampler in
+    # object mode with a warning; pmdp's own compiled proposals do not use numba)
+    draws = pm.draw(dist, draws=4000, random_seed=1, mode="FAST_RUN")
+    assert draws.shape == (4000, 3)
+    np.testing.assert_allclose(draws.mean(axis=0), alpha / alpha.sum(), atol=0.005)
+    np.testing.assert_allclose(pm.logp(dist, draws[:5]).eval(),
+                               pm.logp(pm.Dirichlet.dist(alpha), draws[:5]).eval())
+
+
+def test_atus_models_build_and_a_short_fit_is_sensible():
+    data = atus.simulate_atus(n=1000, seed=2)
+    release = atus.privatize_atus(data, epsilon_s=10.0, epsilon_n=1.0, seed=3)
+    unbounded = atus.atus_model(release)
+    bounded = atus.atus_model(release, bounded=True)
+    assert {v.name for v in unbounded.free_RVs} == {"alpha", "n"}
+    assert {v.name for v in bounded.free_RVs} == {"alpha"}
+    with unbounded:
+        idata = pmdp.sample(draws=300, tune=100, chains=1, random_seed=1, progressbar=False,
+                            compute_convergence_checks=False, step=atus.atus_gibbs_step(unbounded))
+    draws = flat_draws(idata, ["alpha", "n"])
+    for j, true in enumerate(atus.MLE_ALPHA):
+        lo, hi = np.quantile(draws[f"alpha[{j}]"], [0.001, 0.999])
+        assert lo / 2 < true < hi * 2
+    assert abs(np.mean(draws["n"]) - 1000) < 10
+
+
+# -- studies ---------------------------------------------------------------------------------------
+
+
+def test_study_grids():
+    full = studies.default_config("regression")
+    assert full.epsilon_s == (1.0, 0.1)
+    assert full.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
+    grid = studies.cells(full)
+    assert len(grid) == full.replicates * 2 * 7
+    assert sum(c.bounded for c in grid) == full.replicates * 2
+    assert len({c.key for c in grid}) == len(grid)
+    atus_grid = studies.default_config("atus")
+    assert atus_grid.epsilon_s == (1.0, 10.0) and atus_grid.epsilon_n == (0.01, 0.1, 1.0, 10.0)
+    quick = studies.default_config("atus", quick=True, replicates=2, epsilon_n=[0.5])
+    assert quick.replicates == 2 and quick.epsilon_n == (0.5,) and len(studies.cells(quick)) == 4
+    with pytest.raises(ValueError, match="unknown study"):
+        studies.default_config("nope")
+
+
+def test_suggested_n_moves_covers_the_plausible_range_of_n():
+    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=-5000, epsilon_s=1.0,
+                                       epsilon_n=1e-4, n=1000)
+    assert studies.suggested_n_moves(rel) == 3000  # not 10 moves from n = 0
+    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=1003, epsilon_s=1.0,
+                                       epsilon_n=1.0, n=1000)
+    assert studies.suggested_n_moves(rel) == 100
