@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["main", "build_parser"]
 
 DEFAULT_OUT = Path("pmdp-out")
@@ -263,10 +265,26 @@ def _save_posterior(idata, path: Path) -> list[Path]:
         posterior = posterior.assign(
             {k: v.astype("int32") for k, v in posterior.data_vars.items() if v.dtype == "int64"}
         )
+        posterior = posterior.assign_coords(
+            {k: v.astype("int32") for k, v in posterior.coords.items() if v.dtype == "int64"}
+        )
+        posterior.attrs = {k: _netcdf3_attribute(v) for k, v in posterior.attrs.items()}
         posterior.to_netcdf(str(path), engine="scipy")
         print(f"  note: wrote the posterior group only ({error}); install h5netcdf for all "
               "groups", file=sys.stderr)
         return [path]
+
+
+def _netcdf3_attribute(value):
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value))
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and abs(value) < 2**31:
+        return np.int32(value)
+    if isinstance(value, float | str):
+        return value
+    return str(value)
 
 
 # -- reproduce -----------------------------------------------------------------------------------

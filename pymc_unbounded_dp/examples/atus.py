@@ -238,7 +238,8 @@ def dirichlet_dist(alpha) -> pt.TensorVariable:
     sampler then draws row by row in Python (several ms per 1,000 records, most of an ATUS
     iteration). Shared ``alpha`` is drawn here in one ``Generator.dirichlet`` call; the
     log-density is PyMC's own. (PyTensor's numba backend, the default of ``pm.draw`` on PyMC 6,
-    runs this Python sampler in object mode and says so in a warning; pass ``mode="FAST_RUN"``.)
+    runs this Python sampler in object mode and says so in a warning; pass
+    ``mode=pytensor.compile.mode.Mode(linker="cvm")`` there.)
     """
     return pm.CustomDist.dist(
         alpha, random=_dirichlet_random, logp=_dirichlet_logp, signature="(a)->(a)"
