@@ -88,8 +88,22 @@ def machine() -> dict:
         "cpus": os.cpu_count(),
         "load_average_at_start": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "threads": {k: os.environ.get(k) for k in _THREAD_VARIABLES},
+        "commit": _commit(),
     }
     return info
+
+
+def _commit() -> str:
+    """The repository's commit, with ``+dirty`` if the working tree has changes."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")

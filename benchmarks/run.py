@@ -87,7 +87,8 @@ def main(argv=None) -> int:
         f"# Benchmark results ({'quick' if args.quick else 'full'} run)\n\n"
         f"{info['cpu']}, {info['cpus']} CPUs ({info['platform']}), load average at start "
         f"{info['load_average_at_start']}; Python {info['python']}, PyMC {info['pymc']}, "
-        f"PyTensor {info['pytensor']}, numba {info['numba']}, NumPy {info['numpy']}; one thread.\n"
+        f"PyTensor {info['pytensor']}, numba {info['numba']}, NumPy {info['numpy']}; one thread; "
+        f"commit {info['commit']}.\n"
         f"Re-run: `python benchmarks/run.py{' --quick' if args.quick else ''}`.\n\n"
     )
     out.with_suffix(".md").write_text(header + table(rows))
