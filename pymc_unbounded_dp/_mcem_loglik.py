@@ -27,6 +27,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.pytensorf import compile as compile_pymc
+from pytensor.gradient import hessian
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._compile import CompiledModel
@@ -72,7 +73,8 @@ class Layout(NamedTuple):
 
 
 class ScaleFunctions(NamedTuple):
-    """The compiled objective on one scale: ``value_and_grad(flat, n_values)`` and ``hessian``."""
+    """The compiled objective on one scale, as functions of ``(flat, n_values)`` returning lists:
+    ``value_and_grad -> [value, gradient]`` and ``hessian -> [hessian]``."""
 
     value_and_grad: object
     hessian: object
@@ -185,12 +187,10 @@ class CompleteDataLogLik:
                 inputs = self._natural_inputs(flat)
             objective = clone_replace(self._objective, inputs)
             grad = pytensor.grad(objective, flat)
-            # Row by row rather than pytensor's scan-based hessian: few parameters, fast compile.
-            size = self.unconstrained.size if name == "unconstrained" else self.natural.size
-            hess = pt.stack([pytensor.grad(grad[j], flat) for j in range(size)])
             args = [flat, self.n_values]
             self._scales[name] = ScaleFunctions(
-                value_and_grad=_function(args, [objective, grad]), hessian=_function(args, hess)
+                value_and_grad=_function(args, [objective, grad]),
+                hessian=_function(args, [hessian(objective, flat)]),
             )
         return self._scales[name]
 

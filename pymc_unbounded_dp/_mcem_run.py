@@ -88,6 +88,17 @@ class Sets(NamedTuple):
         for start, stop in zip(stops - self.n_values, stops):
             yield [r[start:stop] for r in self.records]
 
+    def chunks(self, max_rows: int):
+        """Consecutive groups of whole sets with at most ``max_rows`` rows (or one set) each."""
+        stops = np.cumsum(self.n_values)
+        first = 0
+        while first < self.n_values.size:
+            base = stops[first] - self.n_values[first]
+            last = max(first + 1, int(np.searchsorted(stops, base + max_rows, side="right")))
+            rows = slice(base, stops[last - 1])
+            yield Sets([r[rows] for r in self.records], self.n_values[first:last])
+            first = last
+
 
 @dataclass(frozen=True)
 class Options:
@@ -115,6 +126,9 @@ class _Diverged(Exception):
 _BOUNDARY = 30.0
 #: The same for parameters on the real line: beyond it the maximiser runs off to infinity.
 _INFINITY = 1e8
+#: Rows of stacked records per evaluation of the objective: bounds the memory of the intermediate
+#: arrays (the objective is additive over the imputed sets).
+_CHUNK_ROWS = 200_000
 #: Fewest imputed sets for a Monte Carlo error estimate.
 _MIN_MC_ROWS = 4
 
@@ -150,11 +164,10 @@ class Run:
     # -- M-step ------------------------------------------------------------------------------
     def m_step(self, u0: np.ndarray, sets: Sets) -> tuple[np.ndarray, float]:
         """The maximiser of the sets' average complete-data log-likelihood, from ``u0``."""
-        self.compiled.set_records(sets.records)
         value_and_grad = self.loglik.scale("unconstrained").value_and_grad
 
         def negative(u):
-            value, grad = value_and_grad(u, sets.n_values)
+            value, grad = self.average(value_and_grad, u, sets)
             if not np.isfinite(value) or not np.all(np.isfinite(grad)):
                 return np.inf, np.zeros_like(u)
             return -float(value), -np.asarray(grad, dtype=float)
@@ -191,6 +204,16 @@ class Run:
         values = self.loglik.natural.split(self.loglik.to_natural(u))
         return ", ".join(f"{k}={np.array2string(v, precision=4)}" for k, v in values.items())
 
+    def average(self, function, flat: np.ndarray, sets: Sets) -> list[np.ndarray]:
+        """``function(flat, n_values)`` of all ``sets`` (an average over sets), chunk by chunk."""
+        total = None
+        for chunk in sets.chunks(_CHUNK_ROWS):
+            self.compiled.set_records(chunk.records)
+            weight = chunk.n_values.size / sets.n_values.size
+            parts = [weight * np.asarray(x, dtype=float) for x in function(flat, chunk.n_values)]
+            total = parts if total is None else [t + x for t, x in zip(total, parts)]
+        return total
+
     # -- Louis' identity ---------------------------------------------------------------------
     def information(self, scale: str, flat: np.ndarray, sets: Sets):
         """Complete-data and observed information at ``flat`` from the imputed ``sets``.
@@ -198,8 +221,8 @@ class Run:
         Also returns the complete-data score of each set (rows in the order they were imputed).
         """
         functions = self.loglik.scale(scale)
-        self.compiled.set_records(sets.records)
-        complete = -np.asarray(functions.hessian(flat, sets.n_values), dtype=float)
+        (hessian,) = self.average(functions.hessian, flat, sets)
+        complete = -hessian
         scores = np.empty((sets.n_values.size, flat.size))
         for m, records in enumerate(sets.each()):
             self.compiled.set_records(records)

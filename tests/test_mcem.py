@@ -329,3 +329,13 @@ def test_budget_exhausted_is_reported(bounded_model):
 def test_bad_options(bounded_model, options, message):
     with pytest.raises((ValueError, TypeError), match=message):
         mcem(bounded_model, progressbar=False, **options)
+
+
+def test_chunked_evaluation_gives_the_same_fit(normal_model, normal_fit, monkeypatch):
+    """The objective is evaluated over groups of imputed sets; the grouping changes nothing."""
+    monkeypatch.setattr("pymc_unbounded_dp._mcem_run._CHUNK_ROWS", 7 * N_NORMAL + 3)
+    chunked = mcem(normal_model, random_seed=2, tol=0.02, progressbar=False)
+    assert chunked.history.sizes == normal_fit.history.sizes
+    np.testing.assert_allclose(chunked.history["mu"], normal_fit.history["mu"], rtol=1e-8)
+    np.testing.assert_allclose(chunked.standard_error["mu"], normal_fit.standard_error["mu"],
+                               rtol=1e-6)
