@@ -149,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--mcem", action=argparse.BooleanOptionalAction, default=None,
                      help="MCEM estimates beside the posteriors (regression; default: on, off "
                      "with --quick)")
+    rep.add_argument("--report-only", action="store_true",
+                     help="only write tables and figures from the fits already finished in --out")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=_reproduce)
     return parser
@@ -323,6 +325,17 @@ def _reproduce(args, out=None) -> int:
     out.flush()
     _quiet_pymc()
     start = time.perf_counter()
+    if args.report_only:
+        try:
+            records = studies.finished_results(config, folder)
+        except studies.SettingsMismatch as error:
+            raise UsageError(f"--out: {error}") from None
+        if not records:
+            raise UsageError(f"--out: no finished fits of this grid in {str(folder)!r}")
+        studies.write_report(records, config, folder)
+        print(f"{len(records)} of {len(grid)} fits finished; report written.\n", file=out)
+        print((folder / f"{args.study}_summary.md").read_text(), file=out)
+        return 0
     try:
         studies.run_study(config, folder, progressbar=not args.no_progress,
                           log=lambda text: print(text, file=out))

@@ -47,6 +47,7 @@ __all__ = [
     "aggregate",
     "cells",
     "default_config",
+    "finished_results",
     "load_results",
     "markdown_table",
     "run_cell",
@@ -376,6 +377,13 @@ def load_results(out, study: str | None = None) -> list[dict]:
         if study is None or record["cell"]["study"] == study:
             records.append(record)
     return records
+
+
+def finished_results(config: StudyConfig, out) -> list[dict]:
+    """The finished cells of ``config``'s grid in ``out`` (grid order), checking their settings."""
+    out = Path(out)
+    found = (_finished(out, cell, config) for cell in cells(config))
+    return [record for record in found if record is not None]
 
 
 def run_study(config: StudyConfig, out, progressbar: bool = True, log=print) -> list[dict]:
