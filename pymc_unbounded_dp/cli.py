@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "build_parser"]
+__all__ = ["build_parser", "main"]
 
 DEFAULT_OUT = Path("pmdp-out")
 
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate the paper's regression data (n = 1000), release 9 noisy sufficient "
         "statistics (Laplace, epsilon_s) and a noisy n (discrete Laplace, epsilon_n), fit the "
         "posterior by reversible-jump data augmentation, print true values beside posterior "
-        "means and 94%% intervals, and write posterior.nc, summary.csv and figures to --out.",
+        "means and 94% intervals, and write posterior.nc, summary.csv and figures to --out.",
     )
     demo.add_argument("--out", type=Path, default=DEFAULT_OUT,
                       help="output folder (default: %(default)s)")

@@ -190,7 +190,7 @@ def test_atus_release_sum_and_its_bounded_mean_form():
     exact = np.log(np.maximum(data.x, 1 / 1440)).sum(axis=0)
     assert release.sensitivity == pytest.approx(-3 * math.log(1 / 1440)) == pytest.approx(21.82, 1e-3)
     assert release.mechanism.scale == pytest.approx(3 * math.log(1440))
-    s_seed, n_seed = np.random.SeedSequence(9).spawn(2)
+    s_seed, _n_seed = np.random.SeedSequence(9).spawn(2)
     noise = release.mechanism.simulate(3, np.random.default_rng(s_seed))
     np.testing.assert_allclose(release.values, exact + noise)
     # bounded DP: the released mean is the sum / n, with Laplace(Delta / (n epsilon_s)) noise

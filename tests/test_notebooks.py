@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 nbclient = pytest.importorskip("nbclient", reason="nbclient is needed to run the notebooks")
-import nbformat  # noqa: E402  (installed with nbclient)
-from jupyter_client.manager import KernelManager  # noqa: E402
+import nbformat
+from jupyter_client.manager import KernelManager
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

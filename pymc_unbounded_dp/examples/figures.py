@@ -21,7 +21,7 @@ __all__ = [
     "plot_traces",
 ]
 
-_TRUE = dict(color="black", linestyle="--", linewidth=1.2)
+_TRUE = {"color": "black", "linestyle": "--", "linewidth": 1.2}
 _COLORS = {"bounded": "tab:blue", "unbounded": "tab:orange"}
 
 

@@ -74,8 +74,8 @@ __all__ = [
     "privatize_regression",
     "regression_gibbs_step",
     "regression_model",
-    "regression_statistics",
     "regression_statistic_tensor",
+    "regression_statistics",
     "regression_truth",
     "simulate_regression",
 ]

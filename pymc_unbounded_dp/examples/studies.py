@@ -120,15 +120,15 @@ def default_config(study: str, quick: bool = False, **overrides) -> StudyConfig:
     Quick: one ``epsilon_s``, three ``epsilon_n``, one replicate, shorter chains, no MCEM.
     """
     if study == "regression":
-        base = dict(epsilon_s=REGRESSION_EPSILON_S, epsilon_n=REGRESSION_EPSILON_N, replicates=5,
-                    draws=5000, tune=1000, mcem_options=dict(max_iterations=30, max_samples=500))
-        quick_grid = dict(epsilon_s=(1.0,), epsilon_n=(0.01, 0.5, 10.0), replicates=1,
-                          draws=2000, tune=500, mcem=False)
+        base = {"epsilon_s": REGRESSION_EPSILON_S, "epsilon_n": REGRESSION_EPSILON_N, "replicates": 5,
+                    "draws": 5000, "tune": 1000, "mcem_options": {"max_iterations": 30, "max_samples": 500}}
+        quick_grid = {"epsilon_s": (1.0,), "epsilon_n": (0.01, 0.5, 10.0), "replicates": 1,
+                          "draws": 2000, "tune": 500, "mcem": False}
     elif study == "atus":
-        base = dict(epsilon_s=ATUS_EPSILON_S, epsilon_n=ATUS_EPSILON_N, replicates=3,
-                    draws=10000, tune=2000, mcem=False, sampler="gibbs")
-        quick_grid = dict(epsilon_s=(1.0,), epsilon_n=(0.01, 1.0, 10.0), replicates=1,
-                          draws=3000, tune=1000)
+        base = {"epsilon_s": ATUS_EPSILON_S, "epsilon_n": ATUS_EPSILON_N, "replicates": 3,
+                    "draws": 10000, "tune": 2000, "mcem": False, "sampler": "gibbs"}
+        quick_grid = {"epsilon_s": (1.0,), "epsilon_n": (0.01, 1.0, 10.0), "replicates": 1,
+                          "draws": 3000, "tune": 1000}
     else:
         raise ValueError(f"unknown study {study!r}; choose 'regression' or 'atus'.")
     if quick:
@@ -179,7 +179,7 @@ def _seed(config: StudyConfig, *parts) -> np.random.SeedSequence:
     ints = [config.seed]
     for part in parts:
         if isinstance(part, float):
-            part = int(round(part * 1_000_000))
+            part = round(part * 1_000_000)
         ints.append(int(part) if part is not None else 0)
     return np.random.SeedSequence([abs(i) for i in ints])
 
@@ -559,8 +559,8 @@ def write_report(records: list[dict], config: StudyConfig, out, elapsed: float |
     averaged.to_csv(paths["summary_csv"], index=False)
     total = sum(r["sample_seconds"] + ((r.get("mcem") or {}).get("seconds") or 0.0) for r in records)
     lines = [f"# {study}: {len(records)} fits", "",
-             f"Settings: {json.dumps(config.settings())}; epsilon_s = {list(config.epsilon_s)}, "
-             f"epsilon_n = {list(config.epsilon_n)}, replicates = {config.replicates}.", "",
+             (f"Settings: {json.dumps(config.settings())}; epsilon_s = {list(config.epsilon_s)}, "
+             f"epsilon_n = {list(config.epsilon_n)}, replicates = {config.replicates}."), "",
              f"Compute time of the fits: {total / 60:.1f} min"
              + (f" (this run: {elapsed / 60:.1f} min wall)" if elapsed is not None else "") + ".",
              ""]
