@@ -32,7 +32,7 @@ def _draws(idata, name: str) -> np.ndarray:
     return np.asarray(idata["posterior"][name].values, dtype=float)
 
 
-def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None):
+def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None, n_moves=None):
     """``pm.sample`` with the model's augmentation step, built (and compiled) beforehand.
 
     Returns ``(idata, CPU seconds, wall seconds of PyMC's sampling loop, birth/death moves)``.
@@ -43,8 +43,11 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None):
 
     unbounded = compile_model(model).sample_size is not None
     with model:
-        kind = pmdp.ReversibleJump if unbounded else pmdp.DataAugmentation
-        step = kind(parameter_step) if parameter_step is not None else kind()
+        kwargs = {"n_moves": n_moves} if n_moves is not None else {}
+        if unbounded:
+            step = pmdp.ReversibleJump(parameter_step, **kwargs)
+        else:
+            step = pmdp.DataAugmentation(parameter_step)
         _warm_up(step)
         idata, _, cpu = timed(
             lambda: pm.sample(draws=draws, tune=tune, step=step, random_seed=seed, **SAMPLE)
@@ -316,6 +319,14 @@ def atus(quick: bool) -> tuple[list[Row], dict]:
                         f"alpha mean {np.round(alpha_gibbs.mean(axis=0), 2).tolist()}"))
         rows.append(Row(ATUS, f"{kind}: record sweep alone", 1e3 * sweep_s, "ms", "",
                         f"refresh of {n0} records" + ("" if bounded else f" + {n_moves} birth/death")))
+        if not bounded:  # the birth/death moves' share: a tenth of the default number
+            few = max(10, n_moves // 10)
+            _, few_seconds, _, _ = run_sampler(
+                model, draws, tune, seed=4, parameter_step=atus_conjugate_step(model), n_moves=few
+            )
+            rows.append(Row(ATUS, f"{kind}: pmdp.sample (ConjugateGibbs), n_moves = {few}",
+                            1e3 * few_seconds / (tune + draws), "ms", target,
+                            "a tenth of the default birth/death moves per iteration"))
         raw[kind] = {"nuts_per_iteration_s": per_iteration, "gibbs_per_iteration_s": gibbs_per_iteration,
                      "sweep_s": sweep_s, "n_steps": steps, "n_moves": n_moves, "source": source,
                      "alpha_mean_nuts": alpha_nuts.mean(axis=0).tolist(),
