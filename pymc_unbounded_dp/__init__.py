@@ -1,9 +1,13 @@
-"""Inference from differentially private releases, bounded and unbounded DP, on top of PyMC."""
+"""Inference from differentially private releases, bounded and unbounded DP, on top of PyMC.
 
+Modules follow the data flow: ``mechanisms`` -> ``blocks`` (Records, PrivatizedSum, SampleSize)
+-> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation, ReversibleJump; ``conjugate`` for
+exact parameter steps) -> ``sample`` / ``mcem`` -> ``examples``, ``cli``; ``risk`` stands apart.
+"""
+
+from pymc_unbounded_dp import conjugate, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
-from pymc_unbounded_dp.sampling import sample
 from pymc_unbounded_dp.mcem import mcem
-from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 from pymc_unbounded_dp.mechanisms import (
     DiscreteGaussian,
     DiscreteLaplace,
@@ -11,12 +15,11 @@ from pymc_unbounded_dp.mechanisms import (
     Laplace,
     Mechanism,
 )
+from pymc_unbounded_dp.sampling import sample
+from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 
 __all__ = [
     "DataAugmentation",
-    "ReversibleJump",
-    "sample",
-    "mcem",
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Gaussian",
@@ -24,6 +27,11 @@ __all__ = [
     "Mechanism",
     "PrivatizedSum",
     "Records",
+    "ReversibleJump",
     "SampleSize",
+    "conjugate",
+    "mcem",
+    "risk",
+    "sample",
 ]
 __version__ = "0.1.0"
