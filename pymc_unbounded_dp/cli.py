@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="privacy budget of the statistics (default: 1)")
     demo.add_argument("--epsilon-n", type=_positive_float, default=0.5,
                       help="privacy budget of the sample size (default: 0.5)")
+    demo.add_argument("--sampler", choices=["gibbs", "nuts"], default="gibbs",
+                      help="parameter update given the imputed records: exact conjugate draws "
+                      "(default) or NUTS")
     demo.add_argument("--bounded", action="store_true",
                       help="bounded DP instead: n is known, not released")
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -143,12 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ATUS data folder with female.csv and male.csv (default: "
                      "$PMDP_ATUS_DIR, else ../shared/data/atus2019 next to the repository, else "
                      "a simulated stand-in)")
-    rep.add_argument("--sampler", choices=["nuts", "gibbs"], default=None,
-                     help="parameter step given the records: NUTS, or exact conjugate updates "
-                     "(default: regression nuts, ATUS gibbs)")
+    rep.add_argument("--sampler", choices=["gibbs", "nuts"], default=None,
+                     help="parameter update given the imputed records: exact conjugate draws "
+                     "(default) or NUTS")
     rep.add_argument("--mcem", action=argparse.BooleanOptionalAction, default=None,
                      help="MCEM estimates beside the posteriors (regression; default: on, off "
                      "with --quick)")
+    rep.add_argument("--mcem-replicates", type=_non_negative_int, default=None, metavar="K",
+                     help="run MCEM on the first K replicates only (default: all)")
     rep.add_argument("--report-only", action="store_true",
                      help="only write tables and figures from the fits already finished in --out")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -191,7 +196,7 @@ def _demo(args, out=None) -> int:
     from pymc_unbounded_dp.examples import figures
     from pymc_unbounded_dp.examples import regression as reg
     from pymc_unbounded_dp.examples.studies import suggested_n_moves
-    from pymc_unbounded_dp.examples.summary import flat_draws, posterior_summary
+    from pymc_unbounded_dp.examples.summary import flat_draws, group_dataset, posterior_summary
 
     folder = _writable_folder(args.out)
     (folder / "figures").mkdir(exist_ok=True)
@@ -208,7 +213,10 @@ def _demo(args, out=None) -> int:
           + ("" if args.bounded else f", n_dp = {release.n_dp}"), file=out)
     model = reg.regression_model(release, bounded=args.bounded)
     kwargs = {} if args.bounded else {"n_moves": suggested_n_moves(release)}
-    print(f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws) ...", file=out)
+    if args.sampler == "gibbs":
+        kwargs["step"] = reg.regression_gibbs_step(model)
+    print(f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
+          f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'} ...", file=out)
     out.flush()
     start = time.perf_counter()
     with model:
@@ -227,6 +235,9 @@ def _demo(args, out=None) -> int:
     print(shown.to_string(float_format=lambda v: f"{v:.3f}"), file=out)
     covered = int(summary["covered"].sum())
     print(f"{covered} of {len(summary)} true values inside their 94% interval.", file=out)
+    stats = group_dataset(idata, "sample_stats")
+    if "diverging" in stats:
+        print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
 
     paths = _save_posterior(idata, folder / "posterior.nc")
     summary.to_csv(folder / "summary.csv", index_label="parameter")
@@ -240,6 +251,7 @@ def _demo(args, out=None) -> int:
         "true_n": int(release.n),
         "seed": args.seed,
         "sampling_seconds": seconds,
+        "sampler": args.sampler,
     }, indent=1))
     labels = ["beta[0]", "beta[1]", "beta[2]", "tau"] + ([] if args.bounded else ["n"])
     draws = flat_draws(idata, ["beta", "tau"] + ([] if args.bounded else ["n"]))
@@ -310,7 +322,7 @@ def _reproduce(args, out=None) -> int:
     config = studies.default_config(
         args.study, quick=args.quick, replicates=args.replicates, draws=args.draws, tune=args.tune,
         chains=args.chains, seed=args.seed, epsilon_s=args.epsilon_s, epsilon_n=args.epsilon_n,
-        data=data, mcem=args.mcem, sampler=args.sampler,
+        data=data, mcem=args.mcem, sampler=args.sampler, mcem_replicates=args.mcem_replicates,
     )
     grid = studies.cells(config)
     print(f"pmdp reproduce {args.study}{' --quick' if args.quick else ''}: {len(grid)} fits "

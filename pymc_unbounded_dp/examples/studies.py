@@ -62,7 +62,8 @@ ATUS_EPSILON_S = (1.0, 10.0)
 ATUS_EPSILON_N = (0.01, 0.1, 1.0, 10.0)
 
 #: Settings that change a cell's result: a cell file made with others is not reused.
-_RESULT_SETTINGS = ("draws", "tune", "chains", "seed", "mcem", "sampler", "n", "data")
+_RESULT_SETTINGS = ("draws", "tune", "chains", "seed", "mcem", "mcem_replicates", "sampler", "n",
+                    "data")
 
 
 class SettingsMismatch(ValueError):
@@ -96,7 +97,8 @@ class StudyConfig:
     cores: int | None = None
     seed: int = 20240610
     mcem: bool = True
-    sampler: str = "nuts"
+    mcem_replicates: int | None = None
+    sampler: str = "gibbs"
     n: int = 1000
     data: str | None = None
     keep_draws: int = 1000
@@ -113,22 +115,26 @@ def default_config(study: str, quick: bool = False, **overrides) -> StudyConfig:
     Full: regression ``epsilon_s in {1, 0.1}``, ``epsilon_n in {1e-4, 0.01, 0.1, 0.5, 1, 10}``,
     5 replicates, 2 chains of 1000 tuning + 5000 kept iterations (the paper: 10,000 iterations,
     5,000 burn-in; the data-augmentation chain mixes slowly in ``beta``), MCEM with a budget of 30
-    iterations of at most 500 imputed sets, warm-started at the posterior mean; ATUS
-    ``epsilon_s in {1, 10}``, ``epsilon_n in {0.01, 0.1, 1, 10}``, 3 replicates, 2 x (2000 +
-    10000) iterations with the conjugate update of ``alpha`` (``sampler="gibbs"``,
-    :func:`~pymc_unbounded_dp.examples.atus.atus_gibbs_step`; NUTS with ``sampler="nuts"``).
-    Quick: one ``epsilon_s``, three ``epsilon_n``, one replicate, shorter chains, no MCEM.
+    iterations of at most 500 imputed sets, warm-started at the posterior mean (on the first
+    ``mcem_replicates`` replicates; all by default); ATUS ``epsilon_s in {1, 10}``,
+    ``epsilon_n in {0.01, 0.1, 1, 10}``, 3 replicates, 2 x (2000 + 10000) iterations. Quick: one
+    ``epsilon_s``, three ``epsilon_n``, one replicate, shorter chains, no MCEM.
+
+    The parameters are updated given the imputed records by exact conjugate draws
+    (``sampler="gibbs"``: :func:`~pymc_unbounded_dp.examples.regression.regression_gibbs_step`,
+    :func:`~pymc_unbounded_dp.examples.atus.atus_gibbs_step`), or by NUTS (``sampler="nuts"``).
     """
     if study == "regression":
-        base = {"epsilon_s": REGRESSION_EPSILON_S, "epsilon_n": REGRESSION_EPSILON_N, "replicates": 5,
-                    "draws": 5000, "tune": 1000, "mcem_options": {"max_iterations": 30, "max_samples": 500}}
+        base = {"epsilon_s": REGRESSION_EPSILON_S, "epsilon_n": REGRESSION_EPSILON_N,
+                "replicates": 5, "draws": 5000, "tune": 1000,
+                "mcem_options": {"max_iterations": 30, "max_samples": 500}}
         quick_grid = {"epsilon_s": (1.0,), "epsilon_n": (0.01, 0.5, 10.0), "replicates": 1,
-                          "draws": 2000, "tune": 500, "mcem": False}
+                      "draws": 2000, "tune": 500, "mcem": False}
     elif study == "atus":
         base = {"epsilon_s": ATUS_EPSILON_S, "epsilon_n": ATUS_EPSILON_N, "replicates": 3,
-                    "draws": 10000, "tune": 2000, "mcem": False, "sampler": "gibbs"}
+                "draws": 10000, "tune": 2000, "mcem": False}
         quick_grid = {"epsilon_s": (1.0,), "epsilon_n": (0.01, 1.0, 10.0), "replicates": 1,
-                          "draws": 3000, "tune": 1000}
+                      "draws": 3000, "tune": 1000}
     else:
         raise ValueError(f"unknown study {study!r}; choose 'regression' or 'atus'.")
     if quick:
@@ -280,7 +286,7 @@ def run_cell(cell: Cell, config: StudyConfig, data=None, progressbar: bool = Fal
         "n_moves": kwargs.get("n_moves"),
         "draws": {label: _thin(values, config.keep_draws) for label, values in draws.items()},
     }
-    if config.mcem:
+    if config.mcem and (config.mcem_replicates is None or cell.replicate < config.mcem_replicates):
         start_values = {}
         for name in model.free_RVs:
             if name.name != "n" and name.name in group_dataset(idata).data_vars:
@@ -453,6 +459,7 @@ def _flatten(record: dict) -> dict:
     mcem = record.get("mcem") or {}
     for label, value in (mcem.get("estimate") or {}).items():
         row[f"mcem:{label}"] = math.nan if value is None else value
+    row["mcem_fits"] = int(bool(mcem.get("estimate")))
     if mcem:
         row["mcem_converged"] = mcem.get("converged", False)
         row["mcem_seconds"] = mcem.get("seconds", math.nan)
@@ -466,6 +473,7 @@ def aggregate(records: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     numeric = [c for c in per_cell.columns if c not in keys and c != "replicate"]
     grouped = per_cell.assign(epsilon_n=per_cell["epsilon_n"].fillna(-1.0)).groupby(keys, sort=False)
     averaged = grouped[numeric].mean(numeric_only=True)
+    averaged["mcem_fits"] = grouped["mcem_fits"].sum()
     averaged.insert(0, "replicates", grouped.size())
     averaged = averaged.reset_index()
     averaged["epsilon_n"] = averaged["epsilon_n"].where(averaged["epsilon_n"] >= 0)
@@ -518,7 +526,7 @@ def _tables(study: str, averaged: pd.DataFrame) -> dict[str, str]:
             "posterior variances (averaged over replicates)": markdown_table(
                 shown, {**head, **{f"var:{p}": p for p in params}}, digits=3),
             "MCEM estimates (averaged over replicates)": markdown_table(
-                shown, {**head, **{f"mcem:{p}": p for p in mcem},
+                shown, {**head, "mcem_fits": "MCEM fits", **{f"mcem:{p}": p for p in mcem},
                         "mcem_converged": "converged (share)"}),
             "sampling diagnostics": markdown_table(
                 shown, {**head, **{f"r_hat:{p}": f"R-hat {p}" for p in ["beta[1]", "tau", "n"]},
