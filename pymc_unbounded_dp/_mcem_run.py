@@ -361,7 +361,10 @@ class Run:
         if not self.rows:
             return "none"
         row = self.rows[-1]
-        return f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, M {row['n_samples']}"
+        text = f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, M {row['n_samples']}"
+        if not np.isfinite(row["distance"]):
+            text += " (inf: the Monte Carlo observed information is not positive definite)"
+        return text
 
     def record(self, iteration, u: np.ndarray, sets: Sets, distance, mc_error, value) -> None:
         """Append one iteration to the history."""
@@ -424,8 +427,10 @@ def _inverse_information(observed: np.ndarray) -> np.ndarray:
         np.linalg.cholesky(symmetric)
     except np.linalg.LinAlgError:
         warnings.warn(
-            "mcem: the estimated observed information is not positive definite (too few imputed "
-            "data sets, or an estimate on the boundary); standard errors are NaN.",
+            "mcem: the estimated observed information is not positive definite, so the standard "
+            "errors are NaN. Louis' I_obs = I_c - I_miss is a difference of two Monte Carlo "
+            "estimates: too few imputed data sets for the fraction of missing information, or an "
+            "estimate on the boundary.",
             UserWarning,
             stacklevel=5,
         )
