@@ -26,7 +26,9 @@ class ThisPythonKernel(KernelManager):
         return [sys.executable, "-m", "ipykernel_launcher", *connection]
 
 
-@pytest.mark.parametrize("name", ["quickstart.ipynb", "regression.ipynb", "atus.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["quickstart.ipynb", "unbounded_sample_size.ipynb", "regression.ipynb", "atus.ipynb"]
+)
 def test_notebook_runs_in_quick_mode(name, monkeypatch):
     monkeypatch.setenv("PMDP_NOTEBOOK_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")

@@ -9,9 +9,11 @@ Under *unbounded* differential privacy the number of records is itself private: 
 a noisy count `n_dp = n + e_n` next to the noisy statistics. This notebook fits a small Bernoulli model
 from such a release, shows the posterior of `n` next to `n_dp`, and compares with the common shortcut
 of plugging `n_dp` in as if it were the true `n`."""),
-code("""import os
+code("""%matplotlib inline
+import os
 
 import matplotlib.pyplot as plt
+from IPython.display import display
 import numpy as np
 import pymc as pm
 
@@ -65,7 +67,8 @@ ax.axvline(n_true, color="k", ls="--", label=f"true n = {n_true}")
 ax.set_xlabel("n")
 ax.set_ylabel("posterior probability")
 ax.legend()
-plt.show()
+display(fig)
+plt.close(fig)
 print("posterior mean of n:", n_draws.mean().round(1), " 94% interval:",
       np.percentile(n_draws, [3, 97]))"""),
 md("""## What plugging in `n_dp` does to `theta`
@@ -79,7 +82,8 @@ for data, label in [(idata, "unbounded DP (n latent)"), (idata_plug_in, "plug-in
 ax.axvline(theta_true, color="k", ls="--", label="true theta")
 ax.set_xlabel("theta")
 ax.legend()
-plt.show()
+display(fig)
+plt.close(fig)
 for data, label in [(idata, "unbounded"), (idata_plug_in, "plug-in")]:
     draws = data["posterior"]["theta"].values.ravel()
     print(f"{label:10s} mean {draws.mean():.3f}  sd {draws.std():.3f}")"""),
