@@ -29,7 +29,7 @@ import numpy as np
 
 from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
 
-__all__ = ["Proposals", "RecordState", "SweepInfo", "birth_death", "init", "refresh", "sweep"]
+__all__ = ["Proposals", "default_n_moves", "RecordState", "SweepInfo", "birth_death", "init", "refresh", "sweep"]
 
 
 class RecordState(NamedTuple):
@@ -285,6 +285,16 @@ def _ensure_capacity(state: RecordState, rows: int) -> RecordState:
         records=tuple(_with_capacity(b[: state.n], capacity) for b in state.records),
         stats=_with_capacity(state.stats[: state.n], capacity),
     )
+
+
+def default_n_moves(n0: int) -> int:
+    """Default birth/death moves per sweep: about one per record (at least 10).
+
+    They cost about as much as the refresh and let ``n`` move by about ``sqrt(n0)`` per sweep; on a
+    Bernoulli model with ``n ~ 230`` the effective sample size of ``n`` per second was 27x higher
+    than with ``0.1 n0`` moves.
+    """
+    return max(10, int(n0))
 
 
 def sweep(

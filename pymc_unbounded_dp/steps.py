@@ -248,11 +248,9 @@ class ReversibleJump(DataAugmentation):
     parameter_step : step or list of steps, optional
         As for :class:`DataAugmentation`.
     n_moves : int, optional
-        Birth/death moves per iteration, fixed for the run. Default: ``max(10, n0)`` with ``n0``
-        the initial ``n`` of the model (``n_dp`` moved into the prior's support): about one move
-        per record, which costs about as much as the refresh sweep and lets ``n`` move by about
-        ``sqrt(n0)`` per iteration. (On a Bernoulli model with ``n ~ 230`` the effective sample size
-        of ``n`` per second was 27x higher than with ``0.1 n0`` moves.)
+        Birth/death moves per iteration, fixed for the run. Default:
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the model's initial ``n`` (``n_dp``
+        moved into the prior's support), about one move per record.
     model, keep_records, step_kwargs
         As for :class:`DataAugmentation`.
 
@@ -297,7 +295,7 @@ class ReversibleJump(DataAugmentation):
 
     def _n_moves(self, compiled: CompiledModel) -> int:
         if self._requested_moves is None:
-            return max(10, compiled.sample_size.initial)
+            return kernels.default_n_moves(compiled.sample_size.initial)
         return int(self._requested_moves)
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
