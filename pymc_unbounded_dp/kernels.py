@@ -29,7 +29,16 @@ import numpy as np
 
 from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
 
-__all__ = ["Proposals", "default_n_moves", "RecordState", "SweepInfo", "birth_death", "init", "refresh", "sweep"]
+__all__ = [
+    "Proposals",
+    "RecordState",
+    "SweepInfo",
+    "birth_death",
+    "default_n_moves",
+    "init",
+    "refresh",
+    "sweep",
+]
 
 
 class RecordState(NamedTuple):
