@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 __all__ = [
     "density",
@@ -234,6 +235,9 @@ def plot_atus_alpha_sd(table) -> Figure:
                            label=f"bounded, eps_s={es:g}")
         _eps_ticks(ax, eps_n)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("epsilon_n")
         ax.set_title(f"posterior SD of alpha[{j}]")
     axes[0].legend(fontsize="x-small")
