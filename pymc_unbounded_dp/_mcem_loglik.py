@@ -35,7 +35,7 @@ from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 
 
 class Layout(NamedTuple):
-    """Where each parameter sits in a flat vector: one ``(name, shape, start, stop)`` per parameter."""
+    """Where each parameter sits in a flat vector: names, shapes and ``(start, stop)`` slices."""
 
     names: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
@@ -116,9 +116,8 @@ class CompleteDataLogLik:
         self._objective = self._objective_graph()
         natural = self._at_values(self.param_rvs)
         flat_u = pt.vector("unconstrained", dtype="float64")
-        natural_of_u = clone_replace(
-            natural, dict(zip(self.value_vars, self.unconstrained.symbolic(flat_u, self.value_vars)))
-        )
+        slices = self.unconstrained.symbolic(flat_u, self.value_vars)
+        natural_of_u = clone_replace(natural, dict(zip(self.value_vars, slices)))
         flat_natural = pt.concatenate([pt.cast(x, "float64").reshape((-1,)) for x in natural_of_u])
         self._to_natural = _function([flat_u], flat_natural)
         self.natural = Layout.of(
@@ -162,14 +161,16 @@ class CompleteDataLogLik:
         return n is not None and bool(depends_on(n.rv, self.param_rvs))
 
     def _natural_inputs(self, flat: pt.TensorVariable) -> dict:
-        """Value variables as functions of the natural-scale flat vector (``forward`` transforms)."""
+        """Value variables as functions of a natural-scale flat vector (``forward`` transforms)."""
         model = self.compiled.model
         natural = dict(zip(self.param_rvs, self.natural.symbolic(flat, self.param_rvs)))
         replacements = {}
         for value, rv in zip(self.value_vars, self.param_rvs):
             transform = model.rvs_to_transforms.get(rv)
             replacements[value] = (
-                natural[rv] if transform is None else transform.forward(natural[rv], *rv.owner.inputs)
+                natural[rv]
+                if transform is None
+                else transform.forward(natural[rv], *rv.owner.inputs)
             )
         # Transforms may read other parameters (e.g. bounds): those are the natural values too.
         return {
@@ -182,7 +183,8 @@ class CompleteDataLogLik:
         if name not in self._scales:
             flat = pt.vector(name, dtype="float64")
             if name == "unconstrained":
-                inputs = dict(zip(self.value_vars, self.unconstrained.symbolic(flat, self.value_vars)))
+                slices = self.unconstrained.symbolic(flat, self.value_vars)
+                inputs = dict(zip(self.value_vars, slices))
             else:
                 inputs = self._natural_inputs(flat)
             objective = clone_replace(self._objective, inputs)
@@ -221,8 +223,9 @@ class CompleteDataLogLik:
                 for name, value in self.unconstrained.split(unconstrained).items()
             }
         )
-        if self.compiled.n_value_name is not None:
-            point[self.compiled.n_value_name] = np.asarray(n, dtype=point[self.compiled.n_value_name].dtype)
+        n_name = self.compiled.n_value_name
+        if n_name is not None:
+            point[n_name] = np.asarray(n, dtype=point[n_name].dtype)
         return point
 
 

@@ -1,4 +1,4 @@
-"""The MCEM loop behind :func:`pymc_unbounded_dp.mcem`: E-step, M-step, stopping rule, Louis' SEs."""
+"""The loop behind :func:`pymc_unbounded_dp.mcem`: E-step, M-step, stopping rule, Louis' SEs."""
 
 from __future__ import annotations
 
@@ -361,7 +361,10 @@ class Run:
         if not self.rows:
             return "none"
         row = self.rows[-1]
-        text = f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, M {row['n_samples']}"
+        text = (
+            f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, "
+            f"M {row['n_samples']}"
+        )
         if not np.isfinite(row["distance"]):
             text += " (inf: the Monte Carlo observed information is not positive definite)"
         return text

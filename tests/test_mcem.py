@@ -231,8 +231,9 @@ def test_continue_from_result(normal_model, normal_fit):
     more = mcem(normal_model, init=normal_fit, random_seed=7, max_iterations=5, tol=0.02,
                 progressbar=False)
     done = normal_fit.history.sizes["iteration"]
-    assert list(more.history["iteration"].values) == list(range(1, more.history.sizes["iteration"] + 1))
-    assert more.history.sizes["iteration"] > done
+    total = more.history.sizes["iteration"]
+    assert total > done
+    assert list(more.history["iteration"].values) == list(range(1, total + 1))
     # The Monte Carlo size carries on from where the previous run stopped.
     assert int(more.history["n_samples"][done]) == normal_fit.state.n_samples
     assert abs(float(more.estimate["mu"]) - float(normal_fit.estimate["mu"])) < 0.01
