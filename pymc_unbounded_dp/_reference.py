@@ -335,7 +335,11 @@ def reference_regression_sampler(
                 trial = residual - born_t[k]
                 log_ratio = log_eta_s(trial) - current + log_eta_n(n + 1) - log_eta_n(n)
                 if math.log(rng.random()) < log_ratio:
-                    x[n], y[n], t[n] = born_x[k], born_y[k], born_t[k]
+                    # the newborn takes a uniformly random slot, whose record moves to the end:
+                    # the order stays exchangeable, as the positional refresh scan requires
+                    j = int(rng.integers(n + 1))
+                    x[n], y[n], t[n] = x[j], y[j], t[j]
+                    x[j], y[j], t[j] = born_x[k], born_y[k], born_t[k]
                     residual, current = trial, log_eta_s(trial)
                     n += 1
                     births[0] += 1

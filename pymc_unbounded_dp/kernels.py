@@ -123,6 +123,8 @@ def _refresh_kernel(stats, proposed, residual, log_u, shape_code, discrete, scal
     return accepted
 
 
+#: Move codes: ``REJECTED``; ``BIRTH - j`` for a birth into slot ``j``; ``i >= 0`` for the death of
+#: record ``i`` (the last record takes its slot).
 BIRTH, REJECTED = -2, -1
 
 
@@ -172,8 +174,13 @@ def _birth_death_kernel(
             current[j] = trial_lp[j]
         lp_n = lp_n_new
         if birth:
-            stats[n, :] = born[k]
-            moves[k] = BIRTH
+            # The newborn takes a uniformly random slot and that slot's record moves to the end:
+            # the record order stays exchangeable, which the positional refresh scan relies on
+            # (always appending would bias the combined chain).
+            slot = min(int(u_pick[k] * (n + 1)), n)
+            stats[n, :] = stats[slot]
+            stats[slot, :] = born[k]
+            moves[k] = BIRTH - slot
             counts[0] += 1
         else:
             stats[victim, :] = stats[n - 1]
@@ -188,8 +195,10 @@ def _apply_moves(buffer, born, moves, n):
     """Replay accepted births/deaths on a record buffer viewed as ``(capacity, width)``."""
     for k in range(moves.shape[0]):
         move = moves[k]
-        if move == BIRTH:
-            buffer[n, :] = born[k]
+        if move <= BIRTH:
+            slot = BIRTH - move
+            buffer[n, :] = buffer[slot]
+            buffer[slot, :] = born[k]
             n += 1
         elif move >= 0:
             buffer[move, :] = buffer[n - 1]

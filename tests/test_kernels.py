@@ -77,8 +77,9 @@ def test_birth_then_death_acceptance_ratios():
     assert moves.tolist() == [kernels.BIRTH, 1]
     assert counts.tolist() == [1, 1, 1, 1]
     np.testing.assert_allclose(residual, after_birth + capacity_stats[1])
-    # record 1 removed by moving the last (the newborn) into its slot
-    np.testing.assert_allclose(stats[:3], [[1.0, 0.0], [0.3, 0.4], [2.0, 1.0]])
+    # the newborn took slot 0 (u_pick = 0), record 0 moved to the end; then record 1 died and
+    # the last record (the old record 0) took its slot
+    np.testing.assert_allclose(stats[:3], [[0.3, 0.4], [1.0, 0.0], [2.0, 1.0]])
 
     stats = capacity_stats.copy()
     residual = np.array([1.0, -0.5])
@@ -109,10 +110,11 @@ def test_apply_moves_replays_births_and_deaths():
     buffer = np.zeros((6, 2))
     buffer[:3] = [[1, 1], [2, 2], [3, 3]]
     born = np.array([[7, 7], [8, 8], [9, 9]], dtype=float)
-    moves = np.array([kernels.BIRTH, 0, kernels.REJECTED])
-    n = kernels._apply_moves(buffer, born, moves, 3)
-    assert n == 3
-    np.testing.assert_array_equal(buffer[:3], [[7, 7], [2, 2], [3, 3]])
+    moves = np.array([kernels.BIRTH - 1, 0, kernels.REJECTED, kernels.BIRTH - 3])
+    n = kernels._apply_moves(buffer, np.vstack([born, [[6, 6]]]), moves, 3)
+    # birth into slot 1: [1, 7, 3, 2]; death of 0: [2, 7, 3]; birth into slot 3 (the end)
+    assert n == 4
+    np.testing.assert_array_equal(buffer[:4], [[2, 2], [7, 7], [3, 3], [6, 6]])
 
 
 @pytest.fixture(scope="module")
