@@ -260,7 +260,7 @@ class Run:
     def _n_moves(self, n0: int) -> int:
         if self.compiled.sample_size is None:
             return 0
-        return self.options.n_moves or max(10, round(0.1 * n0))
+        return self.options.n_moves or kernels.default_n_moves(n0)
 
     def _from_natural(self, u: np.ndarray, values: dict) -> np.ndarray:
         if not isinstance(values, dict):

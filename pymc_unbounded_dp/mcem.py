@@ -112,7 +112,7 @@ def mcem(
     tune : int
         Sweeps at the starting point before the first E-step (not when continuing a result).
     n_moves : int, optional
-        Birth/death moves per sweep under unbounded DP; default ``max(10, round(0.1 * n0))``.
+        Birth/death moves per sweep under unbounded DP; default ``kernels.default_n_moves(n0)``.
     progressbar : bool, default True
 
     Returns
