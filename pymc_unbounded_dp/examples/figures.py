@@ -109,7 +109,8 @@ def plot_traces(idata, labels, title: str | None = None) -> Figure:
 def _eps_ticks(ax, values):
     ax.set_xscale("log")
     ax.set_xticks(values)
-    ax.set_xticklabels([f"{v:g}" for v in values])
+    crowded = len(values) > 1 and min(np.diff(np.log10(sorted(values)))) < 0.5
+    ax.set_xticklabels([f"{v:g}" for v in values], rotation=45 if crowded else 0)
     ax.minorticks_off()
 
 
@@ -120,7 +121,7 @@ def plot_regression_study(table, truth: dict, n_true: int) -> Figure:
     ``table`` is the aggregated study table (:func:`pymc_unbounded_dp.examples.studies.aggregate`).
     """
     params = ["beta[0]", "beta[1]", "beta[2]", "tau", "n"]
-    fig = Figure(figsize=(15, 5.6), layout="constrained")
+    fig = Figure(figsize=(15, 6.2), layout="constrained")
     axes = fig.subplots(2, len(params), squeeze=False)
     unbounded = table[table["variant"] == "unbounded"]
     bounded = table[table["variant"] == "bounded"]
@@ -150,10 +151,13 @@ def plot_regression_study(table, truth: dict, n_true: int) -> Figure:
         axes[1, j].set_title(f"posterior variance of {param}")
         if param == "n":
             axes[1, j].set_yscale("symlog", linthresh=1.0)
+            axes[1, j].set_ylim(bottom=0)
         for i in range(2):
             _eps_ticks(axes[i, j], eps_n)
             axes[1, j].set_xlabel("epsilon_n")
-    axes[0, 0].legend(fontsize="x-small")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 7),
+               fontsize="small")
     fig.suptitle("Linear regression: averages over replicates")
     return fig
 
