@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--out", type=Path, default=DEFAULT_OUT,
                       help="output folder (default: %(default)s)")
-    demo.add_argument("--draws", type=_positive_int, default=5000,
+    demo.add_argument("--draws", type=_positive_int, default=20000,
                       help="posterior draws per chain (default: %(default)s; the chain mixes "
                       "slowly in beta, so fewer draws give a rough posterior)")
     demo.add_argument("--tune", type=_non_negative_int, default=None,
