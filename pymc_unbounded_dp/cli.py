@@ -132,10 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="replicates per grid point (default: 5 regression, 3 ATUS; quick: 1)")
     rep.add_argument("--draws", type=_positive_int, default=None,
                      help="posterior draws per chain (default: regression 5000, ATUS 10000; "
-                     "quick: 2000, 3000)")
+                     "quick: 10000, 3000)")
     rep.add_argument("--tune", type=_non_negative_int, default=None,
                      help="tuning iterations per chain (default: regression 1000, ATUS 2000; "
-                     "quick: 500, 1000)")
+                     "quick: 1000)")
     rep.add_argument("--chains", type=_positive_int, default=None, help="chains (default: 2)")
     rep.add_argument("--seed", type=_non_negative_int, default=None, help="study seed")
     rep.add_argument("--epsilon-s", type=_epsilon_list, default=None, metavar="LIST",

@@ -129,7 +129,7 @@ def default_config(study: str, quick: bool = False, **overrides) -> StudyConfig:
                 "replicates": 5, "draws": 5000, "tune": 1000,
                 "mcem_options": {"max_iterations": 30, "max_samples": 500}}
         quick_grid = {"epsilon_s": (1.0,), "epsilon_n": (0.01, 0.5, 10.0), "replicates": 1,
-                      "draws": 2000, "tune": 500, "mcem": False}
+                      "draws": 10000, "tune": 1000, "mcem": False}
     elif study == "atus":
         base = {"epsilon_s": ATUS_EPSILON_S, "epsilon_n": ATUS_EPSILON_N, "replicates": 3,
                 "draws": 10000, "tune": 2000, "mcem": False}
