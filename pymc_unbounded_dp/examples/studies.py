@@ -461,7 +461,7 @@ def _flatten(record: dict) -> dict:
         row[f"mcem:{label}"] = math.nan if value is None else value
     row["mcem_fits"] = int(bool(mcem.get("estimate")))
     if mcem:
-        row["mcem_converged"] = mcem.get("converged", False)
+        row["mcem_converged"] = float(bool(mcem.get("converged", False)))
         row["mcem_seconds"] = mcem.get("seconds", math.nan)
     return row
 
