@@ -31,9 +31,11 @@ Examples
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +43,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.examples._release import Release
 
 __all__ = [
     "ATUS_ENV",
@@ -89,32 +92,14 @@ class AtusData:
         return int(self.x.shape[0])
 
 
-@dataclass(frozen=True)
-class AtusRelease:
+class AtusRelease(Release):
     """The released noisy sum of clamped log-shares, ``n_dp``, the budgets, and the true ``n``.
 
     ``n`` is public only under bounded DP (``atus_model(..., bounded=True)`` reads it); the
     unbounded model never does.
     """
 
-    values: np.ndarray
-    n_dp: int
-    epsilon_s: float
-    epsilon_n: float
-    n: int = field(repr=False)
-
-    @property
-    def sensitivity(self) -> float:
-        return SENSITIVITY
-
-    @property
-    def mechanism(self) -> pmdp.Laplace:
-        """Noise on each coordinate of the sum: ``Laplace(3 log 1440 / epsilon_s)``."""
-        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=SENSITIVITY)
-
-    @property
-    def n_mechanism(self) -> pmdp.DiscreteLaplace:
-        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
+    sensitivity: ClassVar[float] = SENSITIVITY
 
     @property
     def mean(self) -> np.ndarray:

@@ -52,13 +52,16 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import ClassVar
+
+from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.examples._release import Release
 
 __all__ = [
     "CLAMP",
@@ -106,8 +109,7 @@ class RegressionData:
         return int(self.y.shape[0])
 
 
-@dataclass(frozen=True)
-class RegressionRelease:
+class RegressionRelease(Release):
     """What the curator publishes, plus (hidden from the unbounded model) the true ``n``.
 
     Attributes
@@ -123,25 +125,7 @@ class RegressionRelease:
         bounded=True)`` uses it); the unbounded model never reads it. Kept for comparisons.
     """
 
-    values: np.ndarray
-    n_dp: int
-    epsilon_s: float
-    epsilon_n: float
-    n: int = field(repr=False)
-
-    @property
-    def sensitivity(self) -> float:
-        return SENSITIVITY
-
-    @property
-    def mechanism(self) -> pmdp.Laplace:
-        """Noise on each of the 9 statistics: ``Laplace(scale = 9 / epsilon_s)``."""
-        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=SENSITIVITY)
-
-    @property
-    def n_mechanism(self) -> pmdp.DiscreteLaplace:
-        """Noise on the count: ``DiscreteLaplace(scale = 1 / epsilon_n)``."""
-        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
+    sensitivity: ClassVar[float] = SENSITIVITY
 
 
 def regression_truth() -> dict[str, float]:
