@@ -54,10 +54,9 @@ def measure(kind: str, n: int, min_time: float = 0.2, repeats: int = 5) -> dict:
     stats = sweep().stats[:n].copy()
     residual = compiled.released_sums() - stats.sum(axis=0)
     log_u = np.log(rng.random(n))
-    noise = kernels._noise_args(compiled.noise)
 
     def loop():
-        kernels._refresh_kernel(stats, proposed, residual.copy(), log_u, *noise)
+        kernels._refresh_kernel(stats, proposed, residual.copy(), log_u, *compiled.noise)
 
     loop_s = best_time(loop, repeats, min_time)
     propose_s = best_time(lambda: compiled.propose(point, n), repeats, min_time)

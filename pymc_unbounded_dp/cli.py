@@ -15,8 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 __all__ = ["build_parser", "main"]
 
 DEFAULT_OUT = Path("pmdp-out")
@@ -267,38 +265,9 @@ def _demo(args, out=None) -> int:
 
 
 def _save_posterior(idata, path: Path) -> list[Path]:
-    """``idata.to_netcdf(path)``; without a netCDF4/HDF5 backend (DataTree on PyMC 6 needs one),
-    the posterior group alone as netCDF3 (scipy)."""
-    try:
-        idata.to_netcdf(str(path))
-        return [path]
-    except (ValueError, ImportError) as error:
-        from pymc_unbounded_dp.examples.summary import group_dataset
-
-        posterior = group_dataset(idata, "posterior")
-        posterior = posterior.assign(
-            {k: v.astype("int32") for k, v in posterior.data_vars.items() if v.dtype == "int64"}
-        )
-        posterior = posterior.assign_coords(
-            {k: v.astype("int32") for k, v in posterior.coords.items() if v.dtype == "int64"}
-        )
-        posterior.attrs = {k: _netcdf3_attribute(v) for k, v in posterior.attrs.items()}
-        posterior.to_netcdf(str(path), engine="scipy")
-        print(f"  note: wrote the posterior group only ({error}); install h5netcdf for all "
-              "groups", file=sys.stderr)
-        return [path]
-
-
-def _netcdf3_attribute(value):
-    if isinstance(value, list | tuple):
-        return ", ".join(map(str, value))
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and abs(value) < 2**31:
-        return np.int32(value)
-    if isinstance(value, float | str):
-        return value
-    return str(value)
+    """All groups of the sampler output as netCDF4 (``h5netcdf``)."""
+    idata.to_netcdf(str(path), engine="h5netcdf")
+    return [path]
 
 
 # -- reproduce -----------------------------------------------------------------------------------

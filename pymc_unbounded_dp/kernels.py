@@ -22,6 +22,7 @@ sequential accept/reject loops run in numba.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numba as nb
@@ -86,33 +87,50 @@ def _residual_log_density(residual, out, shape_code, discrete, scale, log_normal
 
 
 @nb.njit(cache=True)
-def _log_accept_shift(
-    residual, shift, sign, current, trial, trial_lp, shape_code, discrete, scale, log_normalizer
+def _log_ratio(
+    residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer, laplace_only
 ):
-    """Log ratio ``eta(r + sign * shift) / eta(r)``; fills ``trial`` and ``trial_lp``."""
+    """Log ratio ``eta(trial) / eta(residual)``, with ``current = log eta(residual)`` per
+    coordinate; fills ``trial_lp = log eta(trial)``.
+
+    ``laplace_only`` (every coordinate continuous Laplace): the ratio is
+    ``sum_j (|r_j| - |r_j'|) / b_j``, with no normaliser, lattice test or per-coordinate branch;
+    ``current`` and ``trial_lp`` are then not used.
+    """
     total = 0.0
+    if laplace_only:
+        for j in range(residual.shape[0]):
+            total += (abs(residual[j]) - abs(trial[j])) / scale[j]
+        return total
     for j in range(residual.shape[0]):
-        trial[j] = residual[j] + sign * shift[j]
         trial_lp[j] = _log_density(trial[j], shape_code[j], discrete[j], scale[j], log_normalizer[j])
         total += trial_lp[j] - current[j]
     return total
 
 
+@nb.njit(cache=True, inline="always")
+def _copy_row(target, i, source, k):
+    """``target[i] = source[k]`` (an explicit loop: numba's row slices cost more than the copy)."""
+    for j in range(target.shape[1]):
+        target[i, j] = source[k, j]
+
+
 @nb.njit(cache=True)
-def _refresh_kernel(stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer):
+def _refresh_kernel(
+    stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer, laplace_only
+):
     n, d = proposed.shape
     accepted = np.zeros(n, dtype=np.bool_)
     current = np.empty(d)
     trial = np.empty(d)
     trial_lp = np.empty(d)
-    change = np.empty(d)
     _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
     for i in range(n):
         for j in range(d):
-            change[j] = stats[i, j] - proposed[i, j]
-        log_ratio = _log_accept_shift(
-            residual, change, 1.0, current, trial, trial_lp, shape_code, discrete, scale,
-            log_normalizer,
+            trial[j] = residual[j] + stats[i, j] - proposed[i, j]
+        log_ratio = _log_ratio(
+            residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
+            laplace_only,
         )
         if log_u[i] < log_ratio:
             accepted[i] = True
@@ -130,11 +148,12 @@ BIRTH, REJECTED = -2, -1
 
 @nb.njit(cache=True)
 def _birth_death_kernel(
-    stats, n, residual, born, u_move, u_pick, log_u, log_prior, prior_offset, n_dp,
+    stats, n, residual, born, is_birth, u_pick, log_u, log_prior, prior_offset, n_dp,
     n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm,
-    shape_code, discrete, scale, log_normalizer,
+    shape_code, discrete, scale, log_normalizer, laplace_only,
 ):
-    moves_count = born.shape[0]
+    """Move ``k`` is a birth of the next unused row of ``born`` if ``is_birth[k]``, else a death."""
+    moves_count = is_birth.shape[0]
     d = residual.shape[0]
     moves = np.full(moves_count, REJECTED, dtype=np.int64)
     counts = np.zeros(4, dtype=np.int64)  # births accepted/proposed, deaths accepted/proposed
@@ -144,24 +163,25 @@ def _birth_death_kernel(
     _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
     lp_n = _log_density(n_dp - n, n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm)
     for k in range(moves_count):
-        birth = u_move[k] < 0.5
+        birth = is_birth[k]
         if birth:
+            newborn = counts[1]
             counts[1] += 1
             step = 1
-            log_ratio = _log_accept_shift(
-                residual, born[k], -1.0, current, trial, trial_lp, shape_code, discrete, scale,
-                log_normalizer,
-            )
+            for j in range(d):
+                trial[j] = residual[j] - born[newborn, j]
         else:
             counts[3] += 1
             if n == 0:
                 continue
             victim = min(int(u_pick[k] * n), n - 1)
             step = -1
-            log_ratio = _log_accept_shift(
-                residual, stats[victim], 1.0, current, trial, trial_lp, shape_code, discrete,
-                scale, log_normalizer,
-            )
+            for j in range(d):
+                trial[j] = residual[j] + stats[victim, j]
+        log_ratio = _log_ratio(
+            residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
+            laplace_only,
+        )
         lp_n_new = _log_density(
             n_dp - (n + step), n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm
         )
@@ -178,12 +198,12 @@ def _birth_death_kernel(
             # the record order stays exchangeable, which the positional refresh scan relies on
             # (always appending would bias the combined chain).
             slot = min(int(u_pick[k] * (n + 1)), n)
-            stats[n, :] = stats[slot]
-            stats[slot, :] = born[k]
+            _copy_row(stats, n, stats, slot)
+            _copy_row(stats, slot, born, newborn)
             moves[k] = BIRTH - slot
             counts[0] += 1
         else:
-            stats[victim, :] = stats[n - 1]
+            _copy_row(stats, victim, stats, n - 1)
             moves[k] = victim
             counts[2] += 1
         n += step
@@ -191,27 +211,31 @@ def _birth_death_kernel(
 
 
 @nb.njit(cache=True)
-def _apply_moves(buffer, born, moves, n):
+def _apply_moves(buffer, born, is_birth, moves, n):
     """Replay accepted births/deaths on a record buffer viewed as ``(capacity, width)``."""
+    births = 0
     for k in range(moves.shape[0]):
         move = moves[k]
         if move <= BIRTH:
             slot = BIRTH - move
-            buffer[n, :] = buffer[slot]
-            buffer[slot, :] = born[k]
+            _copy_row(buffer, n, buffer, slot)
+            _copy_row(buffer, slot, born, births)
             n += 1
         elif move >= 0:
-            buffer[move, :] = buffer[n - 1]
+            _copy_row(buffer, move, buffer, n - 1)
             n -= 1
+        births += is_birth[k]
     return n
 
 
 def _as_rows(array: np.ndarray) -> np.ndarray:
-    return array.reshape(array.shape[0], -1)
+    """A ``(rows, width)`` view (also for zero rows, where ``reshape(rows, -1)`` fails)."""
+    return array.reshape(array.shape[0], math.prod(array.shape[1:]))
 
 
-def _noise_args(noise: NoiseArrays) -> tuple:
-    return noise.shape_code, noise.discrete, noise.scale, noise.log_normalizer
+def _n_noise_args(noise: NoiseArrays) -> tuple:
+    """The one coordinate of the noise on ``n_dp``, as scalars."""
+    return tuple(a[0] for a in noise[:4])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -243,7 +267,7 @@ class Proposals(NamedTuple):
     records: list[np.ndarray]
     stats: np.ndarray
 
-    def rows(self, start: int, stop: int) -> Proposals:
+    def rows(self, start: int, stop: int | None = None) -> Proposals:
         return Proposals([r[start:stop] for r in self.records], self.stats[start:stop])
 
 
@@ -258,9 +282,8 @@ def refresh(
     n = state.n
     # Recompute the residual exactly once per sweep: no drift from incremental updates.
     residual = model.released_sums() - state.stats[:n].sum(axis=0)
-    log_u = np.log(rng.random(n))
     accepted = _refresh_kernel(
-        state.stats[:n], proposals.stats, residual, log_u, *_noise_args(model.noise)
+        state.stats[:n], proposals.stats, residual, np.log(rng.random(n)), *model.noise
     )
     for buffer, proposal in zip(state.records, proposals.records):
         buffer[:n][accepted] = proposal[accepted]
@@ -270,27 +293,28 @@ def refresh(
 def birth_death(
     model: CompiledModel,
     state: RecordState,
-    proposals: Proposals,
+    is_birth: np.ndarray,
+    born: Proposals,
     log_prior: np.ndarray,
     rng: np.random.Generator,
 ) -> tuple[RecordState, np.ndarray]:
-    """``K = len(proposals.stats)`` birth/death moves over ``n``; move ``k`` may give birth to
-    proposal ``k``.
+    """``K = len(is_birth)`` birth/death moves over ``n``: move ``k`` proposes a birth if
+    ``is_birth[k]`` (of the next unused row of ``born``, which has ``is_birth.sum()`` rows), else
+    the death of a uniformly chosen record.
 
     ``log_prior`` is ``log g`` at ``n - K, ..., n + K``. Returns the new state and the counts
     ``[births accepted, births proposed, deaths accepted, deaths proposed]``.
     """
     n = state.n
-    n_moves = proposals.stats.shape[0]
+    n_moves = is_birth.shape[0]
     state = _ensure_capacity(state, n + n_moves)
-    uniforms = rng.random((3, n_moves))
+    u_pick, u_accept = rng.random((2, n_moves))
     new_n, moves, counts = _birth_death_kernel(
-        state.stats, n, state.residual, proposals.stats, uniforms[0], uniforms[1],
-        np.log(uniforms[2]), log_prior, n - n_moves, model.released_n(),
-        *(a[0] for a in _noise_args(model.n_noise)), *_noise_args(model.noise),
+        state.stats, n, state.residual, born.stats, is_birth, u_pick, np.log(u_accept), log_prior,
+        n - n_moves, model.released_n(), *_n_noise_args(model.n_noise), *model.noise,
     )
-    for buffer, new in zip(state.records, proposals.records):
-        _apply_moves(_as_rows(buffer), _as_rows(new), moves, n)
+    for buffer, new in zip(state.records, born.records):
+        _apply_moves(_as_rows(buffer), _as_rows(new), is_birth, moves, n)
     return state._replace(n=int(new_n)), counts
 
 
@@ -324,16 +348,19 @@ def sweep(
 ) -> tuple[RecordState, SweepInfo]:
     """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only).
 
-    All proposals of the sweep come from one vectorised call of the model's sampler.
+    Each move is a birth or a death with probability 1/2, decided up front, so that all proposals
+    of the sweep (one per record, one per birth) come from one vectorised call of the model's
+    sampler.
     """
     n = state.n
     moves = n_moves if model.sample_size is not None else 0
-    proposals = Proposals(*model.propose(point, n + moves))
+    is_birth = rng.random(moves) < 0.5
+    proposals = Proposals(*model.propose(point, n + int(is_birth.sum())))
     state, refreshed = refresh(model, state, proposals.rows(0, n), rng)
     counts = np.zeros(4, dtype=np.int64)
     if moves:
         window = np.arange(n - moves, n + moves + 1, dtype=np.int64)
-        state, counts = birth_death(
-            model, state, proposals.rows(n, n + moves), model.log_prior_n(point, window), rng
-        )
+        born = proposals.rows(n, None)
+        log_prior = model.log_prior_n(point, window)
+        state, counts = birth_death(model, state, is_birth, born, log_prior, rng)
     return state, SweepInfo(refreshed, n, *(int(c) for c in counts))

@@ -101,13 +101,11 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
     assert summary.loc["n", "true"] == 1000 and summary.loc["beta[1]", "true"] == -1
     release = json.loads((out_dir / "release.json").read_text())
     assert len(release["values"]) == 9 and release["epsilon_s"] == 1 and release["epsilon_n"] == 0.5
-    try:
-        posterior = xr.open_dataset(out_dir / "posterior.nc", group="posterior")
-    except (ValueError, OSError, TypeError):  # netCDF3 fallback (posterior only)
-        posterior = xr.open_dataset(out_dir / "posterior.nc", engine="scipy")
-    assert {"beta", "tau", "n"} <= set(posterior.data_vars)
-    assert posterior.sizes["draw"] == 20
-    posterior.close()
+    with xr.open_datatree(out_dir / "posterior.nc", engine="h5netcdf") as saved:
+        assert {"posterior", "sample_stats", "observed_data"} <= set(saved.children)
+        posterior = saved["posterior"].to_dataset()
+        assert {"beta", "tau", "n"} <= set(posterior.data_vars)
+        assert posterior.sizes["draw"] == 20
 
 
 # -- reproduce: tiny grids, resume ----------------------------------------------------------------

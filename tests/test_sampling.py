@@ -141,3 +141,28 @@ def test_observed_can_be_changed_with_set_data():
             idata = pm.sample(step=step, random_seed=4, **SAMPLE)
             exact = bernoulli_posterior(value, mechanism, 2.0, 3.0, n=30)
             assert_mean_matches(draws_of(idata, "theta"), exact["theta_mean"], f"s={value}")
+
+
+def test_blas_threads_are_limited_while_sampling_and_restored_after(small_model):
+    from threadpoolctl import threadpool_info
+
+    from pymc_unbounded_dp.conjugate import ConjugateGibbs
+
+    def blas_threads():
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    seen = []
+
+    def update(rng, records, values):
+        seen.append(blas_threads())
+        return {"theta": rng.beta(2 + records["x"].sum(), 3 + 20 - records["x"].sum())}
+
+    before = blas_threads()
+    with small_model:
+        step = ConjugateGibbs([small_model["theta"]], update)
+    pmdp.sample(model=small_model, step=step, draws=3, tune=2, chains=1, random_seed=1,
+                progressbar=False, compute_convergence_checks=False)
+    assert seen and all(threads <= {1} for threads in seen)
+    assert blas_threads() == before
+    with pytest.raises(ValueError, match="blas_threads"):
+        pmdp.sample(model=small_model, blas_threads=0, draws=3, tune=2, chains=1)

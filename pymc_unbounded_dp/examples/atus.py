@@ -31,12 +31,11 @@ Examples
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pymc as pm

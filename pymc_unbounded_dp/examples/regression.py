@@ -52,9 +52,8 @@ Examples
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pymc as pm
