@@ -272,22 +272,26 @@ class Proposals(NamedTuple):
 
 
 def refresh(
-    model: CompiledModel, state: RecordState, proposals: Proposals, rng: np.random.Generator
+    model: CompiledModel,
+    state: RecordState,
+    proposals: Proposals,
+    rng: np.random.Generator,
+    start: int = 0,
 ) -> tuple[RecordState, int]:
-    """Refresh every record once (independent Metropolis with proposals from the model).
+    """Refresh records ``start, ..., start + len(proposals) - 1`` once (independent Metropolis with
+    proposals from the model), updating ``state.residual`` in place.
 
-    ``proposals`` holds one fresh record per current record. Returns the new state and the number
+    ``proposals`` holds one fresh record per refreshed record. Returns the new state and the number
     of accepted proposals.
     """
-    n = state.n
-    # Recompute the residual exactly once per sweep: no drift from incremental updates.
-    residual = model.released_sums() - state.stats[:n].sum(axis=0)
+    stop = start + proposals.stats.shape[0]
     accepted = _refresh_kernel(
-        state.stats[:n], proposals.stats, residual, np.log(rng.random(n)), *model.noise
+        state.stats[start:stop], proposals.stats, state.residual,
+        np.log(rng.random(stop - start)), *model.noise,
     )
     for buffer, proposal in zip(state.records, proposals.records):
-        buffer[:n][accepted] = proposal[accepted]
-    return state._replace(residual=residual), int(accepted.sum())
+        buffer[start:stop][accepted] = proposal[accepted]
+    return state, int(accepted.sum())
 
 
 def birth_death(
@@ -339,6 +343,15 @@ def default_n_moves(n0: int) -> int:
     return max(10, int(n0))
 
 
+#: Most proposal rows drawn in one call. Larger sweeps draw and consume their proposals in chunks,
+#: so that the arrays of a chunk stay in cache and the cost per record does not depend on ``n``.
+CHUNK_ROWS = 2**14
+
+
+def _chunks(total: int) -> list[tuple[int, int]]:
+    return [(start, min(start + CHUNK_ROWS, total)) for start in range(0, total, CHUNK_ROWS)]
+
+
 def sweep(
     model: CompiledModel,
     state: RecordState,
@@ -348,19 +361,34 @@ def sweep(
 ) -> tuple[RecordState, SweepInfo]:
     """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only).
 
-    Each move is a birth or a death with probability 1/2, decided up front, so that all proposals
-    of the sweep (one per record, one per birth) come from one vectorised call of the model's
-    sampler.
+    Each move is a birth or a death with probability 1/2, decided up front, so that only births
+    draw a proposal and all proposals of a sweep come from one vectorised call of the model's
+    sampler (one per :data:`CHUNK_ROWS` rows for large sweeps).
     """
     n = state.n
     moves = n_moves if model.sample_size is not None else 0
     is_birth = rng.random(moves) < 0.5
-    proposals = Proposals(*model.propose(point, n + int(is_birth.sum())))
-    state, refreshed = refresh(model, state, proposals.rows(0, n), rng)
+    births = int(is_birth.sum())
+    # Recompute the residual exactly once per sweep: no drift from incremental updates.
+    state = state._replace(residual=model.released_sums() - state.stats[:n].sum(axis=0))
+    if n + births <= CHUNK_ROWS:
+        proposals = Proposals(*model.propose(point, n + births))
+        state, refreshed = refresh(model, state, proposals.rows(0, n), rng)
+        move_chunks = [(is_birth, proposals.rows(n))] if moves else []
+    else:
+        refreshed = 0
+        for start, stop in _chunks(n):
+            chunk = Proposals(*model.propose(point, stop - start))
+            state, accepted = refresh(model, state, chunk, rng, start)
+            refreshed += accepted
+        move_chunks = [(is_birth[start:stop], None) for start, stop in _chunks(moves)]
     counts = np.zeros(4, dtype=np.int64)
-    if moves:
-        window = np.arange(n - moves, n + moves + 1, dtype=np.int64)
-        born = proposals.rows(n, None)
+    for chunk_is_birth, born in move_chunks:
+        if born is None:
+            born = Proposals(*model.propose(point, int(chunk_is_birth.sum())))
+        k = chunk_is_birth.shape[0]
+        window = np.arange(state.n - k, state.n + k + 1, dtype=np.int64)
         log_prior = model.log_prior_n(point, window)
-        state, counts = birth_death(model, state, is_birth, born, log_prior, rng)
+        state, chunk_counts = birth_death(model, state, chunk_is_birth, born, log_prior, rng)
+        counts += chunk_counts
     return state, SweepInfo(refreshed, n, *(int(c) for c in counts))

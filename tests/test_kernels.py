@@ -138,7 +138,11 @@ def unbounded_two_variable_model():
     return model
 
 
-def test_sweeps_keep_records_statistics_and_residual_consistent(unbounded_two_variable_model):
+@pytest.mark.parametrize("chunk_rows", [2**14, 7], ids=["one-call", "chunked"])
+def test_sweeps_keep_records_statistics_and_residual_consistent(
+    unbounded_two_variable_model, chunk_rows, monkeypatch
+):
+    monkeypatch.setattr(kernels, "CHUNK_ROWS", chunk_rows)
     model = unbounded_two_variable_model
     compiled = compile_model(model)
     statistics = statistic_function(compiled)

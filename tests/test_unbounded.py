@@ -48,6 +48,21 @@ def test_bernoulli_flat_prior_matches_enumeration(n_mechanism, n_dp, s_dp):
         assert 0.1 < float(np.nanmean(idata["sample_stats"][stat].values)) <= 1.0
 
 
+def test_chunked_sweeps_match_enumeration(monkeypatch):
+    """Sweeps larger than ``kernels.CHUNK_ROWS`` draw proposals chunk by chunk: same target.
+
+    With 8-row chunks every sweep of this model (n ~ 25, 25 moves) is chunked.
+    """
+    from pymc_unbounded_dp import kernels
+
+    monkeypatch.setattr(kernels, "CHUNK_ROWS", 8)
+    n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
+    model = unbounded_bernoulli(25, n_mechanism, 8.4)
+    idata = pmdp.sample(model=model, random_seed=27, **{**SAMPLE, "cores": 1})  # patch stays here
+    check_bernoulli(idata, bernoulli_posterior(8.4, S_MECHANISM, 2.0, 3.0, n_dp=25,
+                                               n_mechanism=n_mechanism, n_max=400))
+
+
 def test_bernoulli_poisson_prior_matches_enumeration():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.2)
     model = unbounded_bernoulli(12, n_mechanism, 6.5, prior=pm.Poisson.dist(18.0))
