@@ -68,8 +68,9 @@ def sample(
     arviz.InferenceData or xarray.DataTree
         What ``pm.sample`` returns (DataTree on PyMC 6). The posterior has the parameters and, under
         unbounded DP, ``n``; ``sample_stats`` has ``refresh_accept_rate`` and, under unbounded DP,
-        ``birth_accept_rate`` and ``death_accept_rate`` (NaN in a draw with no proposal of that
-        kind). The imputed records are removed from ``observed_data``.
+        ``birth_accept_rate``, ``death_accept_rate`` (NaN in a draw with no proposal of that
+        kind) and ``n_moves`` (birth/death moves per iteration). The imputed records are removed
+        from ``observed_data``.
 
     Examples
     --------

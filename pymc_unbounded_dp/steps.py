@@ -46,6 +46,10 @@ class RecordsStep(BlockedStep):
     compiled : CompiledModel
     n_moves : int
         Birth/death moves per iteration (0 under bounded DP).
+    adapt_n_moves : bool
+        During tuning, reset ``n_moves`` every iteration to
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n``; it stays at its
+        last tuning value for the draws (a fixed kernel, so the draws target the posterior).
     keep_records : int or None
         Keep a copy of the imputed records every ``keep_records`` post-tuning iterations.
     """
@@ -58,6 +62,7 @@ class RecordsStep(BlockedStep):
     _unbounded_stats = {
         "birth_accept_rate": (np.float64, []),
         "death_accept_rate": (np.float64, []),
+        "n_moves": (np.int64, []),
     }
 
     def __init__(
@@ -69,10 +74,13 @@ class RecordsStep(BlockedStep):
         model=None,
         blocked: bool = True,
         rng=None,
+        adapt_n_moves: bool = False,
     ):
         self.vars = list(vars)
         self.compiled = compiled
+        self._initial_moves = int(n_moves)
         self.n_moves = int(n_moves)
+        self.adapt_n_moves = adapt_n_moves
         self.keep_records = keep_records
         self.tune = True
         self.rng = np.random.default_rng(rng)
@@ -91,9 +99,14 @@ class RecordsStep(BlockedStep):
         self.rng = np.random.default_rng(rng)
         self._state = None
         self._iteration = 0
+        self.n_moves = self._initial_moves
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)
+
+    def reset_tuning(self) -> None:
+        """Called by PyMC at the start of each chain (``stop_tuning`` ends the tuning phase)."""
+        self.tune = True
 
     @staticmethod
     def competence(var, has_grad):
@@ -105,6 +118,8 @@ class RecordsStep(BlockedStep):
         if self._state is None:
             n = int(point[n_name]) if n_name is not None else compiled.fixed_n
             self._state = kernels.init(compiled, point, n, self.rng)
+        if self.adapt_n_moves and self.tune:
+            self.n_moves = kernels.default_n_moves(self._state.n)
         self._state, info = kernels.sweep(compiled, self._state, point, self.rng, self.n_moves)
         compiled.set_records(self._state.active_records())
         if n_name is not None:
@@ -117,6 +132,7 @@ class RecordsStep(BlockedStep):
         if compiled.sample_size is not None:
             stats["birth_accept_rate"] = _rate(info.births_accepted, info.births_proposed)
             stats["death_accept_rate"] = _rate(info.deaths_accepted, info.deaths_proposed)
+            stats["n_moves"] = self.n_moves
         if self.keep_records:
             keep = not self.tune and self._iteration % self.keep_records == 0
             stats["records"] = (
@@ -208,6 +224,7 @@ class DataAugmentation(CompoundStep):
             n_moves=self._n_moves(compiled),
             keep_records=keep_records,
             model=model,
+            adapt_n_moves=self._adapts_n_moves(),
         )
         super().__init__([leaf, *parameters])
 
@@ -225,6 +242,9 @@ class DataAugmentation(CompoundStep):
 
     def _n_moves(self, compiled: CompiledModel) -> int:
         return 0
+
+    def _adapts_n_moves(self) -> bool:
+        return False
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
         claimed = [v for v in model.value_vars if v.name in compiled.parameter_names]
@@ -248,9 +268,10 @@ class ReversibleJump(DataAugmentation):
     parameter_step : step or list of steps, optional
         As for :class:`DataAugmentation`.
     n_moves : int, optional
-        Birth/death moves per iteration, fixed for the run. Default:
-        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the model's initial ``n`` (``n_dp``
-        moved into the prior's support), about one move per record.
+        Birth/death moves per iteration, fixed for the whole run. Default: about one per record,
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` during tuning
+        (starting from ``n_dp`` moved into the prior's support, which a small ``epsilon_n`` can
+        put far from the records' ``n``) and of the last tuning ``n`` for the draws.
     model, keep_records, step_kwargs
         As for :class:`DataAugmentation`.
 
@@ -297,6 +318,9 @@ class ReversibleJump(DataAugmentation):
         if self._requested_moves is None:
             return kernels.default_n_moves(compiled.sample_size.initial)
         return int(self._requested_moves)
+
+    def _adapts_n_moves(self) -> bool:
+        return self._requested_moves is None
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
         return [model.rvs_to_values[compiled.sample_size.rv]]

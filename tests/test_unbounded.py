@@ -124,3 +124,25 @@ def test_n_is_an_ordinary_posterior_variable():
     assert idata["posterior"]["n"].dtype.kind == "i"
     assert "n" in str(az.summary(idata, var_names=["n"]))
     assert "n_dp" in idata["observed_data"]
+
+
+def test_default_moves_adapt_during_tuning_from_a_start_far_below_n():
+    """``n_dp`` < 0 puts the chain at ``n = 0`` while the release says ``n ~ 200``: during tuning
+    the default number of birth/death moves follows ``n``; the draws match enumeration, and the
+    adaptation restarts with each chain (same draws with one or two processes)."""
+    n_mechanism = pmdp.DiscreteLaplace(epsilon=0.002)
+    model = unbounded_bernoulli(-40, n_mechanism, 100.0, a=200.0, b=200.0)
+    assert model.initial_point()["n"] == 0
+    with model:
+        step = pmdp.ReversibleJump()
+        assert step.records_step.n_moves == 10
+        idata = pm.sample(step=step, random_seed=28, **SAMPLE)
+    moves = idata["sample_stats"]["n_moves"].values
+    assert np.all(moves == moves[:, :1])  # fixed after tuning
+    assert np.all((120 <= moves) & (moves <= 300))  # ~ n at the end of tuning
+    check_bernoulli(idata, bernoulli_posterior(100.0, S_MECHANISM, 200.0, 200.0, n_dp=-40,
+                                               n_mechanism=n_mechanism, n_max=1500))
+    short = {**SAMPLE, "draws": 50, "tune": 60, "chains": 2}
+    one = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 1})
+    two = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 2})
+    np.testing.assert_array_equal(draws_of(one, "n"), draws_of(two, "n"))
