@@ -97,14 +97,17 @@ def _log_ratio(
     ``sum_j (|r_j| - |r_j'|) / b_j``, with no normaliser, lattice test or per-coordinate branch;
     ``current`` and ``trial_lp`` are then not used.
     """
+    # One loop with the branch inside: an early-returning fast-path loop compiled 10x slower on
+    # some numba versions (0.68; 0.65 when inlined).
     total = 0.0
-    if laplace_only:
-        for j in range(residual.shape[0]):
-            total += (abs(residual[j]) - abs(trial[j])) / scale[j]
-        return total
     for j in range(residual.shape[0]):
-        trial_lp[j] = _log_density(trial[j], shape_code[j], discrete[j], scale[j], log_normalizer[j])
-        total += trial_lp[j] - current[j]
+        if laplace_only:
+            total += (abs(residual[j]) - abs(trial[j])) / scale[j]
+        else:
+            trial_lp[j] = _log_density(
+                trial[j], shape_code[j], discrete[j], scale[j], log_normalizer[j]
+            )
+            total += trial_lp[j] - current[j]
     return total
 
 
