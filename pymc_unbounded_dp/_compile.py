@@ -97,7 +97,7 @@ class CompiledModel:
     def released_sums(self) -> np.ndarray:
         """The released ``s_dp`` of all sums, flattened side by side (follows ``pm.set_data``)."""
         values = [observed_value(self.model, s.release_rv).reshape(-1) for s in self.blocks.sums]
-        return np.concatenate(values).astype(np.float64)
+        return np.concatenate(values, dtype=np.float64)
 
     def released_n(self) -> float:
         """The released ``n_dp`` (unbounded DP only)."""

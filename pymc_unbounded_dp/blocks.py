@@ -92,10 +92,10 @@ def model_blocks(model: pm.Model) -> ModelBlocks:
 
 
 def observed_value(model: pm.Model, rv: TensorVariable) -> np.ndarray:
-    """Current value of an observed variable's data (follows ``pm.set_data``)."""
+    """Current value of an observed variable's data (follows ``pm.set_data``); read-only."""
     value = model.rvs_to_values[rv]
     if isinstance(value, SharedVariable):
-        return np.asarray(value.get_value())
+        return np.asarray(value.get_value(borrow=True))
     return np.asarray(value.data if hasattr(value, "data") else value.eval())
 
 

@@ -274,6 +274,12 @@ class Proposals(NamedTuple):
         return Proposals([r[start:stop] for r in self.records], self.stats[start:stop])
 
 
+def _log_uniforms(rng: np.random.Generator, size: int) -> np.ndarray:
+    """``log(u)`` for ``size`` uniforms on ``[0, 1)``, computed in place."""
+    u = rng.random(size)
+    return np.log(u, out=u)
+
+
 def refresh(
     model: CompiledModel,
     state: RecordState,
@@ -290,7 +296,7 @@ def refresh(
     stop = start + proposals.stats.shape[0]
     accepted = _refresh_kernel(
         state.stats[start:stop], proposals.stats, state.residual,
-        np.log(rng.random(stop - start)), *model.noise,
+        _log_uniforms(rng, stop - start), *model.noise,
     )
     for buffer, proposal in zip(state.records, proposals.records):
         buffer[start:stop][accepted] = proposal[accepted]
@@ -315,9 +321,10 @@ def birth_death(
     n = state.n
     n_moves = is_birth.shape[0]
     state = _ensure_capacity(state, n + n_moves)
-    u_pick, u_accept = rng.random((2, n_moves))
+    u_pick = rng.random(n_moves)
+    log_u = _log_uniforms(rng, n_moves)
     new_n, moves, counts = _birth_death_kernel(
-        state.stats, n, state.residual, born.stats, is_birth, u_pick, np.log(u_accept), log_prior,
+        state.stats, n, state.residual, born.stats, is_birth, u_pick, log_u, log_prior,
         n - n_moves, model.released_n(), *_n_noise_args(model.n_noise), *model.noise,
     )
     for buffer, new in zip(state.records, born.records):
@@ -394,4 +401,4 @@ def sweep(
         log_prior = model.log_prior_n(point, window)
         state, chunk_counts = birth_death(model, state, chunk_is_birth, born, log_prior, rng)
         counts += chunk_counts
-    return state, SweepInfo(refreshed, n, *(int(c) for c in counts))
+    return state, SweepInfo(refreshed, n, *counts.tolist())
