@@ -144,6 +144,15 @@ def _refresh_kernel(
     return accepted
 
 
+@nb.njit(cache=True)
+def _copy_accepted(buffer, proposal, accepted):
+    """``buffer[accepted] = proposal[accepted]`` on ``(rows, width)`` views (several times faster
+    than NumPy's boolean-mask assignment)."""
+    for i in range(accepted.shape[0]):
+        if accepted[i]:
+            _copy_row(buffer, i, proposal, i)
+
+
 #: Move codes: ``REJECTED``; ``BIRTH - j`` for a birth into slot ``j``; ``i >= 0`` for the death of
 #: record ``i`` (the last record takes its slot).
 BIRTH, REJECTED = -2, -1
@@ -299,7 +308,7 @@ def refresh(
         _log_uniforms(rng, stop - start), *model.noise,
     )
     for buffer, proposal in zip(state.records, proposals.records):
-        buffer[start:stop][accepted] = proposal[accepted]
+        _copy_accepted(_as_rows(buffer[start:stop]), _as_rows(proposal), accepted)
     return state, int(accepted.sum())
 
 
