@@ -197,9 +197,10 @@ def _int_seed(sequence: np.random.SeedSequence) -> int:
 def suggested_n_moves(release) -> int:
     """Birth/death moves per iteration: a tenth of the plausible range of ``n``.
 
-    ``max(10, 0.1 * max(n_dp, 3 * scale of the n noise))``: with a tiny ``epsilon_n`` the chain may
-    start far from the bulk of ``n`` (``n_dp`` can even be negative, giving ``n = 0``), and the
-    sampler's default (a tenth of the starting ``n``) would then crawl.
+    ``max(10, 0.1 * max(n_dp, 3 * scale of the n noise))``: a tenth of the sampler's default (one
+    move per record, following ``n`` during tuning) keeps the studies' iterations cheap, and the
+    noise term lets chains travel when a tiny ``epsilon_n`` starts them far from the bulk of ``n``
+    (``n_dp`` can even be negative, giving ``n = 0``).
     """
     spread = 3.0 * release.n_mechanism.scale
     return int(max(10, round(0.1 * max(release.n_dp, spread))))
