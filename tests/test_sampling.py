@@ -166,3 +166,23 @@ def test_blas_threads_are_limited_while_sampling_and_restored_after(small_model)
     assert blas_threads() == before
     with pytest.raises(ValueError, match="blas_threads"):
         pmdp.sample(model=small_model, blas_threads=0, draws=3, tune=2, chains=1)
+
+
+def test_parameter_steps_leave_out_the_release_terms(small_model):
+    """The release terms are constant for a parameter step: its logp is the model's without them,
+    and the model's own logp is untouched."""
+    with small_model:
+        step = pmdp.DataAugmentation()
+    assert "logp" not in vars(small_model)  # the shadowing attribute is gone again
+    nuts = step.methods[1]
+    assert isinstance(nuts, pm.NUTS)
+    point = small_model.initial_point()
+    point["theta_logodds__"] = np.asarray(0.3)
+    logp_dlogp = nuts._logp_dlogp_func
+    logp_dlogp.set_extra_values({})
+    step_logp = logp_dlogp(np.array([0.3]))[0]
+    theta, x, s = small_model["theta"], small_model["x"], small_model["s"]
+    without = small_model.compile_logp(vars=[theta, x])(point)
+    full = small_model.compile_logp()(point)
+    np.testing.assert_allclose(step_logp, without)
+    assert abs(full - without) > 1e-3  # the release term is not zero here
