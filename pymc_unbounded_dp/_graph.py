@@ -21,7 +21,6 @@ from pytensor.graph.replace import clone_replace
 QUICK_MODE = Mode(linker="py", optimizer="fast_compile")
 
 
-
 # --------------------------------------------------------------------------------------------------
 # NumPy draws for random variables that PyTensor samples through scipy.stats
 # --------------------------------------------------------------------------------------------------
