@@ -7,6 +7,7 @@ exact parameter steps) -> ``sample`` / ``mcem`` -> ``examples``, ``cli``; ``risk
 
 from pymc_unbounded_dp import conjugate, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
+from pymc_unbounded_dp.interweave import Interweave
 from pymc_unbounded_dp.mcem import mcem
 from pymc_unbounded_dp.mechanisms import (
     DiscreteGaussian,
@@ -23,6 +24,7 @@ __all__ = [
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Gaussian",
+    "Interweave",
     "Laplace",
     "Mechanism",
     "PrivatizedSum",

@@ -67,6 +67,7 @@ class CompiledModel:
     n_noise: NoiseArrays | None
     _propose: object
     _log_prior_n: object | None  # None: flat prior on n >= 0
+    _statistics: object | None = None  # compiled on first use by `statistics`
 
     @property
     def sample_size(self) -> SampleSizeSpec | None:
@@ -121,6 +122,12 @@ class CompiledModel:
             args = (point[name] for name in self.input_names)
             out[valid] = np.broadcast_to(self._log_prior_n(*args, values[valid]), values[valid].shape)
         return out
+
+    def statistics(self, records: list[np.ndarray]) -> np.ndarray:
+        """The per-record statistics ``t`` (``(m, D)``) of given records."""
+        if self._statistics is None:
+            self._statistics = statistic_function(self)
+        return np.asarray(self._statistics(*records))
 
     def reseed(self, seed: int) -> None:
         """Seed the random generators behind :meth:`propose` (called at the start of a chain)."""
@@ -229,4 +236,4 @@ def statistic_function(compiled: CompiledModel):
     record_rvs = [r.rv for r in compiled.blocks.records]
     inputs = [rv.type() for rv in record_rvs]
     out = clone_replace(_flat_statistics(compiled.blocks), dict(zip(record_rvs, inputs)))
-    return compile_pymc(inputs, out)
+    return compile_pymc(inputs, out, mode=KERNEL_MODE)

@@ -26,6 +26,7 @@ def sample(
     step=None,
     model: pm.Model | None = None,
     n_moves: int | None = None,
+    interweave: bool = True,
     keep_records: int | None = None,
     nuts_sampler: str = "pymc",
     blas_threads: int | None = 1,
@@ -47,6 +48,12 @@ def sample(
         for continuous ones). The record and ``n`` moves are always added.
     n_moves : int, optional
         Birth/death moves per iteration (unbounded DP); see :class:`ReversibleJump`.
+    interweave : bool, default True
+        Also move the continuous parameters with the records held fixed in their non-centred form
+        (:class:`~pymc_unbounded_dp.Interweave`; the full-refresh move where a record variable has
+        no such form). On noisy releases this is what makes the chain mix: plain data
+        augmentation moves ``theta`` by a fraction of its posterior per iteration. ``False``: the
+        paper's plain data augmentation.
     keep_records : int, optional
         Also return the imputed records of every ``keep_records``-th post-tuning draw, in a group
         ``imputed_records`` (dims ``chain, kept_draw, record, ...``; under unbounded DP the record
@@ -96,7 +103,8 @@ def sample(
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in _STEP_NAMES}
     compiled = compile_model(model)
     step = augmentation_step(
-        model, step, n_moves=n_moves, keep_records=keep_records, step_kwargs=step_kwargs
+        model, step, n_moves=n_moves, interweave=interweave, keep_records=keep_records,
+        step_kwargs=step_kwargs,
     )
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(

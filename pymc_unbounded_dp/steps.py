@@ -28,6 +28,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
+from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 
 __all__ = ["DataAugmentation", "RecordsStep", "ReversibleJump"]
 
@@ -94,6 +95,7 @@ class RecordsStep(BlockedStep):
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         self._state: kernels.RecordState | None = None
+        self._published: list[np.ndarray] = []
         self._iteration = 0
 
     # -- chain bookkeeping: PyMC 5 calls set_rng, PyMC 6 setup_chain, at the start of every chain
@@ -120,10 +122,13 @@ class RecordsStep(BlockedStep):
         if self._state is None:
             n = int(point[n_name]) if n_name is not None else compiled.fixed_n
             self._state = kernels.init(compiled, point, n, self.rng)
+        else:
+            self._adopt_changed_records()
         if self.adapt_n_moves and self.tune:
             self.n_moves = kernels.default_n_moves(self._state.n)
         self._state, info = kernels.sweep(compiled, self._state, point, self.rng, self.n_moves)
         compiled.set_records(self._state.active_records())
+        self._published = [spec.data.get_value(borrow=True) for spec in compiled.blocks.records]
         if n_name is not None:
             point = dict(point)
             point[n_name] = np.asarray(self._state.n, dtype=point[n_name].dtype)
@@ -144,6 +149,32 @@ class RecordsStep(BlockedStep):
             )
             self._iteration += not self.tune
         return point, [stats]
+
+    def _adopt_changed_records(self) -> None:
+        """Take over records that another step (:class:`~pymc_unbounded_dp.Interweave`) wrote into
+        the model's containers since this step published its own (same ``n``)."""
+        specs = self.compiled.blocks.records
+        current = [spec.data.get_value(borrow=True) for spec in specs]
+        if all(a is b for a, b in zip(current, self._published)):
+            return
+        n = self._state.n
+        if any(c.shape[0] != n for c in current):
+            raise RuntimeError(
+                "The record containers were resized by another step; only the records step may "
+                "change the number of records."
+            )
+        for buffer, values in zip(self._state.records, current):
+            buffer[:n] = values
+        self._state.stats[:n] = self.compiled.statistics(current)
+
+
+def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool) -> list:
+    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move."""
+    if not isinstance(interweave, bool):
+        raise TypeError(f"`interweave` must be True or False, got {interweave!r}.")
+    if not interweave or not moving_parameters(model, compiled):
+        return []
+    return [Interweave(model=model)]
 
 
 def _parameter_steps(
@@ -235,6 +266,7 @@ class DataAugmentation(CompoundStep):
         self,
         parameter_step=None,
         *,
+        interweave: bool = True,
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -253,7 +285,12 @@ class DataAugmentation(CompoundStep):
             model=model,
             adapt_n_moves=self._adapts_n_moves(),
         )
-        super().__init__([leaf, *parameters])
+        super().__init__([leaf, *parameters, *_interweave_steps(model, compiled, interweave)])
+
+    @property
+    def interweave_step(self) -> Interweave | None:
+        """The interweaving move of this step (``None`` with ``interweave=False``)."""
+        return next((m for m in self.methods if isinstance(m, Interweave)), None)
 
     @property
     def records_step(self) -> RecordsStep:
@@ -321,6 +358,7 @@ class ReversibleJump(DataAugmentation):
         parameter_step=None,
         *,
         n_moves: int | None = None,
+        interweave: bool = True,
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -331,7 +369,8 @@ class ReversibleJump(DataAugmentation):
             raise ValueError(f"`n_moves` must be a positive integer, got {n_moves!r}.")
         self._requested_moves = n_moves
         super().__init__(
-            parameter_step, model=model, keep_records=keep_records, step_kwargs=step_kwargs
+            parameter_step, interweave=interweave, model=model, keep_records=keep_records,
+            step_kwargs=step_kwargs,
         )
 
     def _check_kind(self, compiled: CompiledModel) -> None:
@@ -358,12 +397,16 @@ def augmentation_step(
     parameter_step=None,
     *,
     n_moves: int | None = None,
+    interweave: bool = True,
     keep_records: int | None = None,
     step_kwargs: dict | None = None,
 ) -> DataAugmentation:
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
-    kwargs = {"model": model, "keep_records": keep_records, "step_kwargs": step_kwargs}
+    kwargs = {
+        "model": model, "keep_records": keep_records, "step_kwargs": step_kwargs,
+        "interweave": interweave,
+    }
     if compiled.sample_size is None:
         if n_moves is not None:
             raise ValueError("`n_moves` applies to unbounded DP only (the model has no SampleSize).")
