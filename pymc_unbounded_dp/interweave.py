@@ -138,6 +138,7 @@ class Interweave(BlockedStep):
         self.method = "noncentred" if self.noncentred is not None else "full-refresh"
         self._log_prior = None if self.noncentred is not None else self._compile_log_prior(model)
         self._tuner: rw.Tuner | None = None
+        self._slices: dict | None = None
 
     @staticmethod
     def _moving(model: pm.Model, compiled: CompiledModel, vars) -> list:
@@ -176,6 +177,7 @@ class Interweave(BlockedStep):
     def set_rng(self, rng) -> None:
         self.rng = np.random.default_rng(rng)
         self._tuner = None
+        self._slices = None
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)
@@ -229,14 +231,21 @@ class Interweave(BlockedStep):
         }
 
     def _with_position(self, point: dict, flat: np.ndarray) -> dict:
+        """``point`` with the moving parameters taken from the flat vector ``flat``."""
         point = dict(point)
-        start = 0
-        for name in self._names:
-            shape = np.shape(point[name])
-            size = int(np.prod(shape, dtype=int))
-            point[name] = flat[start : start + size].reshape(shape).astype(point[name].dtype)
-            start += size
+        for name, (start, stop, shape, dtype) in self._layout(point).items():
+            point[name] = flat[start:stop].reshape(shape).astype(dtype, copy=False)
         return point
+
+    def _layout(self, point: dict) -> dict:
+        """Where each moving parameter sits in the flat vector (computed once per chain)."""
+        if self._slices is None:
+            self._slices, start = {}, 0
+            for name in self._names:
+                value = np.asarray(point[name])
+                self._slices[name] = (start, start + value.size, value.shape, value.dtype)
+                start += value.size
+        return self._slices
 
     def _target(self, point: dict, records: list, flat: np.ndarray):
         """The log-density function of the move and the state at the current point."""

@@ -462,17 +462,19 @@ def build_noncentred(
         ancillaries.append(pt.cast(form.ancillary(rv, params, v), "float64"))
         u = pt.tensor(f"{spec.name}_u", dtype="float64", shape=(None,) * rv.ndim)
         u_inputs.append(u)
-        # x = g(theta, u), with parent records replaced by their own new values.
-        x_new = pt.cast(form.records(u, rv, params), rv.dtype)
-        new_records[rv] = clone_replace(x_new, new_records) if new_records else x_new
+        # x = g(theta, u) on the value variables, then parent records (their containers) replaced
+        # by their own new values. (Value variables and containers are graph inputs, which
+        # clone_replace keeps; random variables would be cloned and no longer recognised.)
+        (x_new,) = at_values([pt.cast(form.records(u, rv, params), rv.dtype)])
+        new_records[spec.data] = clone_replace(x_new, new_records) if new_records else x_new
 
     value_vars = list(model.value_vars)
     ancillary_fn = compile_pymc(
         [*value_vars, *uniforms], at_values(ancillaries), on_unused_input="ignore",
         mode=KERNEL_MODE,
     )
-    records_value_space = at_values(list(new_records.values()))
-    containers = {spec.data: x for spec, x in zip(blocks.records, records_value_space)}
+    records_value_space = list(new_records.values())
+    containers = new_records
     releases = [s.release_rv for s in blocks.sums]
     log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *releases], jacobian=True)
     log_target = clone_replace(log_target, containers)

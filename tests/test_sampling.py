@@ -125,7 +125,7 @@ def test_steps_work_inside_pm_sample_with_a_user_parameter_step():
         idata = pm.sample(step=step, random_seed=9, **SAMPLE)
     exact = bernoulli_posterior(8.4, mechanism, 2.0, 3.0, n=30)
     assert_mean_matches(draws_of(idata, "theta"), exact["theta_mean"], "theta")
-    assert [type(m).__name__ for m in step.methods] == ["RecordsStep", "Slice"]
+    assert [type(m).__name__ for m in step.methods] == ["RecordsStep", "Slice", "Interweave"]
 
 
 def test_observed_can_be_changed_with_set_data():

@@ -1,0 +1,180 @@
+"""Non-centred forms: which form each record distribution gets, exact round trips
+``g(theta, h(x, theta)) = x``, the law of the ancillaries, and the non-centred target's value.
+
+These drive :mod:`pymc_unbounded_dp.noncentred` through the compiled functions that the
+``Interweave`` step uses.
+"""
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from scipy import stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp.noncentred import describe_forms, discrete_quantile
+
+ROWS = 4000  # records drawn to check the law of the ancillaries
+
+
+def one_table(record_dist, n=ROWS, statistic=lambda x: x, observed=0.0):
+    """A model with parameters ``a > 0`` and ``b > 0`` and one record variable from ``record_dist``."""
+    with pm.Model() as model:
+        a = pm.Gamma("a", 4.0, 2.0)
+        b = pm.Gamma("b", 4.0, 2.0)
+        x = pmdp.Records("x", record_dist(a, b), n=n)
+        pmdp.PrivatizedSum("s", statistic(x), pmdp.Laplace(scale=50.0), observed=observed)
+    return model
+
+
+FAMILIES = {
+    # name: (record distribution of (a, b), expected form, law of u: "uniform" or a scipy dist)
+    "normal": (lambda a, b: pm.Normal.dist(a, b), "location-scale", stats.norm()),
+    "student-t": (lambda a, b: pm.StudentT.dist(nu=5, mu=a, sigma=b), "location-scale", stats.t(5)),
+    "laplace": (lambda a, b: pm.Laplace.dist(a, b), "location-scale", stats.laplace()),
+    "logistic": (lambda a, b: pm.Logistic.dist(a, b), "location-scale", stats.logistic()),
+    "gumbel": (lambda a, b: pm.Gumbel.dist(a, b), "location-scale", stats.gumbel_r()),
+    "cauchy": (lambda a, b: pm.Cauchy.dist(a, b), "location-scale", stats.cauchy()),
+    "half-normal": (lambda a, b: pm.HalfNormal.dist(b), "location-scale", stats.halfnorm()),
+    "exponential": (lambda a, b: pm.Exponential.dist(b), "location-scale", stats.expon()),
+    "gamma-rate": (lambda a, b: pm.Gamma.dist(3.0, b), "location-scale", stats.gamma(3.0)),
+    "lognormal": (lambda a, b: pm.LogNormal.dist(a, b), "location-scale", stats.norm()),
+    "uniform": (lambda a, b: pm.Uniform.dist(-a, b), "location-scale", stats.uniform()),
+    "gamma-shape": (lambda a, b: pm.Gamma.dist(a, b), "inverse-cdf", "uniform"),
+    "beta": (lambda a, b: pm.Beta.dist(a, b), "inverse-cdf", "uniform"),
+    "bernoulli": (lambda a, b: pm.Bernoulli.dist(a / (a + b)), "randomized-pit", "uniform"),
+    "poisson": (lambda a, b: pm.Poisson.dist(a * b), "randomized-pit", "uniform"),
+    "binomial": (lambda a, b: pm.Binomial.dist(7, a / (a + b)), "randomized-pit", "uniform"),
+    "negative-binomial": (lambda a, b: pm.NegativeBinomial.dist(mu=a, alpha=b), "randomized-pit",
+                          "uniform"),
+    "geometric": (lambda a, b: pm.Geometric.dist(a / (a + b)), "randomized-pit", "uniform"),
+    "dirichlet": (lambda a, b: pm.Dirichlet.dist(pt.stack([a, b, 1.5])), "gammas", "uniform"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request):
+    dist, kind, law = FAMILIES[request.param]
+    statistic = (lambda x: pt.log(pt.maximum(x, 1e-3))) if kind == "gammas" else (lambda x: x)
+    observed = np.zeros(3) if kind == "gammas" else 0.0
+    model = one_table(dist, statistic=statistic, observed=observed)
+    step = pmdp.Interweave(model=model)
+    return request.param, model, step, kind, law
+
+
+def at_point(model, step, a=1.7, b=0.8):
+    """A point with ``a`` and ``b`` set, and ``ROWS`` records drawn from the model there."""
+    point = model.initial_point()
+    point["a_log__"] = np.array(np.log(a))
+    point["b_log__"] = np.array(np.log(b))
+    compiled = step.compiled
+    compiled.reseed(11)
+    records, _ = compiled.propose(point, ROWS)
+    compiled.set_records(records)
+    return point, records
+
+
+def test_each_family_gets_its_form(family):
+    name, model, step, kind, _ = family
+    assert step.method == "noncentred"
+    assert describe_forms(model, compile_model(model).blocks) == {"x": kind}
+
+
+def test_records_round_trip_exactly(family):
+    """``g(theta, h(x, theta))`` gives the records back (also for the randomized PIT's random u)."""
+    name, model, step, kind, _ = family
+    point, records = at_point(model, step)
+    nc = step.noncentred
+    u = nc.ancillary(nc.values(point), np.random.default_rng(1))
+    (back,) = nc.records(nc.values(point), u)
+    if np.issubdtype(records[0].dtype, np.integer):
+        np.testing.assert_array_equal(back, records[0])
+    else:
+        np.testing.assert_allclose(back, records[0], rtol=1e-7, atol=1e-9)
+
+
+def test_ancillaries_have_their_law(family):
+    """Records drawn at theta give ancillaries with a law free of theta (KS test, 4,000 rows)."""
+    name, model, step, kind, law = family
+    point, _ = at_point(model, step)
+    nc = step.noncentred
+    (u,) = nc.ancillary(nc.values(point), np.random.default_rng(2))
+    if name == "lognormal":
+        law = stats.norm()
+    reference = stats.uniform() if law == "uniform" else law
+    p_value = stats.kstest(np.ravel(u), reference.cdf).pvalue
+    assert p_value > 1e-4, f"{name}: KS p = {p_value:.2g}"
+
+
+def test_log_target_is_prior_plus_release_at_the_current_records(family):
+    """At the current theta, the non-centred target equals PyMC's log prior (with Jacobians) plus
+    the release's log density of the current records: the map adds no Jacobian."""
+    name, model, step, kind, _ = family
+    point, _ = at_point(model, step)
+    nc = step.noncentred
+    values = nc.values(point)
+    u = nc.ancillary(values, np.random.default_rng(3))
+    expected = model.compile_logp(vars=[*model.free_RVs, model["s"]], jacobian=True)(point)
+    assert nc.log_target(values, u) == pytest.approx(float(expected), rel=1e-9, abs=1e-6)
+
+
+def test_row_wise_records_are_rebuilt_from_their_parents():
+    """``y | x``: moving theta moves x, and y follows the new x with its own ancillary."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        beta = pm.Normal("beta", 0, 1)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=6)
+        y = pmdp.Records("y", pm.Normal.dist(beta * x, 0.5), n=6)
+        pmdp.PrivatizedSum("s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0),
+                           observed=[1.0, 2.0])
+    nc = pmdp.Interweave(model=model).noncentred
+    point = model.initial_point()
+    point.update(mu=np.array(0.3), beta=np.array(2.0))
+    x0 = model.rvs_to_values[model["x"]].get_value()
+    y0 = model.rvs_to_values[model["y"]].get_value()
+    u = nc.ancillary(nc.values(point), np.random.default_rng(0))
+    np.testing.assert_allclose(u[0], x0 - 0.3)
+    np.testing.assert_allclose(u[1], (y0 - 2.0 * x0) / 0.5)
+    moved = dict(point, mu=np.array(-1.0), beta=np.array(0.5))
+    x1, y1 = nc.records(nc.values(moved), u)
+    np.testing.assert_allclose(x1, -1.0 + u[0])
+    np.testing.assert_allclose(y1, 0.5 * x1 + 0.5 * u[1])
+
+
+def test_multivariate_normal_records_use_the_cholesky_factor():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1, shape=2)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        cov = sigma**2 * pt.as_tensor([[1.0, 0.6], [0.6, 2.0]])
+        x = pmdp.Records("x", pm.MvNormal.dist(mu, cov=cov), n=5)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=5.0), observed=[1.0, 2.0])
+    step = pmdp.Interweave(model=model)
+    assert describe_forms(model, compile_model(model).blocks) == {"x": "cholesky"}
+    nc = step.noncentred
+    point = model.initial_point()
+    point["mu"] = np.array([0.5, -0.2])
+    u = nc.ancillary(nc.values(point), np.random.default_rng(0))
+    (back,) = nc.records(nc.values(point), u)
+    np.testing.assert_allclose(back, model.rvs_to_values[model["x"]].get_value(), atol=1e-9)
+
+
+def test_records_without_a_form_fall_back_to_full_refresh():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Categorical.dist(pt.stack([1 - theta, theta])), n=10)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=2.0), observed=4.0)
+    assert describe_forms(model, compile_model(model).blocks) == {"x": None}
+    assert pmdp.Interweave(model=model).method == "full-refresh"
+    with pytest.raises(ValueError, match="no non-centred form"):
+        pmdp.Interweave(model=model, method="noncentred")
+
+
+@pytest.mark.parametrize("mu", [0.3, 4.0, 60.0])
+def test_discrete_quantile_matches_scipy(mu):
+    """The bracketing search gives scipy's quantile from any starting hint."""
+    rng = np.random.default_rng(0)
+    u = rng.random(500)
+    hint = rng.integers(0, 200, size=500)
+    k = discrete_quantile(lambda k, m: stats.poisson.cdf(k, m), u, hint, [np.float64(mu)])
+    np.testing.assert_array_equal(k, stats.poisson.ppf(u, mu).astype(int))
