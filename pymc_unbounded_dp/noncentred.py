@@ -350,14 +350,14 @@ def _dirichlet_records(u, rv, params):
 
 
 def _mvnormal_ancillary(rv, params, v):
-    mu, cov = params
-    chol = cholesky(cov)
-    return solve_triangular(chol, (rv - mu).T, lower=True).T
+    mu, cov = params[:2]
+    chol = cholesky(cov)  # batched over any leading axes, as the solve below
+    return solve_triangular(chol, (rv - mu)[..., None], lower=True)[..., 0]
 
 
 def _mvnormal_records(u, rv, params):
-    mu, cov = params
-    return mu + u @ cholesky(cov).T
+    mu, cov = params[:2]
+    return mu + (cholesky(cov) @ u[..., None])[..., 0]
 
 
 def describe_forms(model: pm.Model, blocks: ModelBlocks) -> dict[str, str | None]:

@@ -142,6 +142,9 @@ def test_row_wise_records_are_rebuilt_from_their_parents():
     np.testing.assert_allclose(y1, 0.5 * x1 + 0.5 * u[1])
 
 
+# PyTensor warns once per process that its C code found no BLAS to link for matrix products
+# (the machine's NumPy BLAS is used instead); not a problem of the code under test.
+@pytest.mark.filterwarnings("ignore:.*BLAS:UserWarning")
 def test_multivariate_normal_records_use_the_cholesky_factor():
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 1, shape=2)
