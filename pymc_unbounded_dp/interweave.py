@@ -64,8 +64,11 @@ class Interweave(BlockedStep):
         Random-walk Metropolis steps per iteration. Default: chosen during tuning so that one
         iteration's walk crosses the posterior (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`),
         at most ``max_steps``.
-    max_steps : int, default 50
-        Upper bound of the automatic choice.
+    max_steps : int, default 20
+        Upper bound of the automatic choice. On the paper's regression one step costs about 5% of
+        a plain data-augmentation iteration and the integrated autocorrelation time falls as about
+        ``1 + 40 / K``; ESS per second is flat between 15 and 30 steps, and 20 keeps the iteration
+        cost within about twice the plain one.
     method : {"auto", "noncentred", "full-refresh"}
         ``"auto"``: the non-centred move where every record variable has a non-centred form
         (:func:`pymc_unbounded_dp.noncentred.describe_forms`), else the full-refresh move.
@@ -103,7 +106,7 @@ class Interweave(BlockedStep):
         vars=None,
         *,
         n_steps: int | None = None,
-        max_steps: int = 50,
+        max_steps: int = 20,
         method: str = "auto",
         model: pm.Model | None = None,
         blocked: bool = True,
