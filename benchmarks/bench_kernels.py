@@ -1,11 +1,13 @@
 """Record updates per second of the compiled refresh, for a scalar and a 9-dimensional statistic.
 
-Drives :mod:`pymc_unbounded_dp.kernels` directly on ``_compile.compile_model(model)`` (as MCEM
-does; see ``docs/architecture.md``), bounded DP so that only the refresh runs. Reported per ``N``:
+Drives :mod:`pymc_unbounded_dp.kernels` directly on the ``RecordTarget`` of
+``_compile.compile_model(model)`` (as MCEM does; see ``docs/architecture.md``), bounded DP so that
+only the refresh runs. Reported per ``N``:
 
-* **sweep**: ``kernels.sweep`` = proposal drawing and statistics (one PyTensor call), the uniforms,
-  the numba accept/reject loop and the write-back of accepted records;
-* **numba loop**: ``kernels._refresh_kernel`` alone on pre-drawn proposals and statistics;
+* **sweep**: ``CompiledModel.record_target`` and ``kernels.sweep`` = proposal drawing and statistics
+  (one PyTensor call), the uniforms, the numba accept/reject loop and the write-back of accepted
+  records (what the records step does per iteration);
+* **numba loop**: ``kernels.records._refresh_kernel`` alone on pre-drawn proposals and statistics;
 * **proposals**: ``CompiledModel.propose`` alone.
 """
 
@@ -33,10 +35,11 @@ def sweeper(model, n: int, n_moves: int = 0, seed: int = 1):
     compiled = compile_model(model)
     point = model.initial_point()
     rng = np.random.default_rng(seed)
-    holder = {"state": kernels.init(compiled, point, n, rng)}
+    holder = {"state": kernels.init(compiled.record_target(point), n, rng)}
 
     def sweep():
-        holder["state"], _ = kernels.sweep(compiled, holder["state"], point, rng, n_moves)
+        target = compiled.record_target(point)
+        holder["state"], _ = kernels.sweep(target, holder["state"], rng, n_moves)
         return holder["state"]
 
     return sweep
@@ -56,7 +59,7 @@ def measure(kind: str, n: int, min_time: float = 0.2, repeats: int = 5) -> dict:
     log_u = np.log(rng.random(n))
 
     def loop():
-        kernels._refresh_kernel(stats, proposed, residual.copy(), log_u, *compiled.noise)
+        kernels.records._refresh_kernel(stats, proposed, residual.copy(), log_u, *compiled.noise)
 
     loop_s = best_time(loop, repeats, min_time)
     propose_s = best_time(lambda: compiled.propose(point, n), repeats, min_time)

@@ -182,9 +182,9 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
         gradients = _cumulative(stats, "hmc/integration.py", "func")
         gibbs = _cumulative(stats, "pymc_unbounded_dp/conjugate.py", "step")
         records = _cumulative(stats, "pymc_unbounded_dp/steps.py", "step")
-        propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "propose")
+        propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "_propose_at")
         set_records = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "set_records")
-        log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "log_prior_n")
+        log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "_log_prior_at")
         n_grad = _calls(stats, "hmc/integration.py", "func")
         parts = {
             "NUTS: logp + gradient evaluations": gradients,

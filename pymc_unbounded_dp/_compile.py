@@ -8,14 +8,16 @@ Built once per model (and cached), shared by the step methods, MCEM and the benc
 * ``statistics(records)``: ``t`` of given records;
 * ``noise``: the coordinate-wise mechanism parameters of the ``D`` released numbers (and of
   ``n_dp``) in the array form the compiled kernels read;
-* ``log_prior_n(point, values)``: the log prior of the latent ``n`` at several values.
+* ``record_target(point)``: the released values, the noise, the proposal and the log prior of the
+  latent ``n`` at the parameters in ``point``, as the plain
+  :class:`~pymc_unbounded_dp.kernels.RecordTarget` the record kernels take.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import NamedTuple
+from functools import partial
 
 import numpy as np
 import pymc as pm
@@ -28,31 +30,7 @@ from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, with_record_count
 from pymc_unbounded_dp.blocks import ModelBlocks, SampleSizeSpec, model_blocks, observed_value
-from pymc_unbounded_dp.mechanisms import SHAPE_ABS, Mechanism
-
-
-class NoiseArrays(NamedTuple):
-    """Per-coordinate mechanism parameters, as read by the compiled kernels.
-
-    ``laplace_only``: every coordinate has continuous Laplace noise (the kernels' fast path).
-    """
-
-    shape_code: np.ndarray
-    discrete: np.ndarray
-    scale: np.ndarray
-    log_normalizer: np.ndarray
-    laplace_only: bool
-
-    @classmethod
-    def of(cls, mechanisms: list[Mechanism], sizes: list[int]) -> NoiseArrays:
-        rows = [m.kernel_parameters for m, k in zip(mechanisms, sizes) for _ in range(k)]
-        columns = list(zip(*rows)) if rows else [(), (), (), ()]
-        dtypes = (np.int64, np.bool_, np.float64, np.float64)
-        shape_code, discrete, scale, log_normalizer = (
-            np.asarray(c, dtype=t) for c, t in zip(columns, dtypes)
-        )
-        laplace_only = bool(np.all((shape_code == SHAPE_ABS) & ~discrete))
-        return cls(shape_code, discrete, scale, log_normalizer, laplace_only)
+from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget
 
 
 @dataclass(eq=False)
@@ -106,22 +84,37 @@ class CompiledModel:
 
     def propose(self, point: dict, m: int) -> tuple[list[np.ndarray], np.ndarray]:
         """``m`` fresh records from the model at ``point`` and their statistics ``(m, D)``."""
-        # The function trusts its inputs (PyTensor's input checks cost ~15 us per call): the
-        # point's values are converted to the value variables' dtypes here.
-        args = [np.asarray(point[k], dtype=t) for k, t in zip(self.input_names, self.input_dtypes)]
-        *records, stats = self._propose(*args, np.asarray(m, dtype=np.int64))
+        return self._propose_at(self._inputs(point), m)
+
+    def record_target(self, point: dict) -> RecordTarget:
+        """The target of the record kernels at the parameters in ``point``, as plain data.
+
+        Its ``propose`` and ``log_prior_n`` are bound to ``point``; ``released`` and ``n_dp`` are
+        read now (they follow ``pm.set_data``); ``reseed`` is :meth:`reseed`.
+        """
+        inputs = self._inputs(point)
+        unbounded = self.sample_size is not None
+        return RecordTarget(
+            released=self.released_sums(),
+            noise=self.noise,
+            propose=partial(self._propose_at, inputs),
+            n_dp=self.released_n() if unbounded else None,
+            n_noise=self.n_noise,
+            log_prior_n=None if self._log_prior_n is None else partial(self._log_prior_at, inputs),
+            reseed=self.reseed,
+        )
+
+    def _inputs(self, point: dict) -> list[np.ndarray]:
+        # The compiled functions trust their inputs (PyTensor's input checks cost ~15 us per
+        # call): the point's values are converted to the value variables' dtypes here.
+        return [np.asarray(point[k], dtype=t) for k, t in zip(self.input_names, self.input_dtypes)]
+
+    def _propose_at(self, inputs: list[np.ndarray], m: int) -> tuple[list[np.ndarray], np.ndarray]:
+        *records, stats = self._propose(*inputs, np.asarray(m, dtype=np.int64))
         return [np.ascontiguousarray(r) for r in records], stats
 
-    def log_prior_n(self, point: dict, values: np.ndarray) -> np.ndarray:
-        """Log prior of ``n`` at each of ``values`` (``-inf`` below 0)."""
-        out = np.full(values.shape, -np.inf)
-        valid = values >= 0
-        if self._log_prior_n is None:  # flat prior on n >= 0
-            out[valid] = 0.0
-        elif np.any(valid):
-            args = (point[name] for name in self.input_names)
-            out[valid] = np.broadcast_to(self._log_prior_n(*args, values[valid]), values[valid].shape)
-        return out
+    def _log_prior_at(self, inputs: list[np.ndarray], values: np.ndarray) -> np.ndarray:
+        return np.broadcast_to(self._log_prior_n(*inputs, values), values.shape)
 
     def statistics(self, records: list[np.ndarray]) -> np.ndarray:
         """The per-record statistics ``t`` (``(m, D)``) of given records."""

@@ -146,13 +146,11 @@ class Run:
     # -- E-step ------------------------------------------------------------------------------
     def e_step(self, u: np.ndarray, count: int) -> Sets:
         """``count`` imputed data sets at the parameters ``u``, continuing the kernel chain."""
-        point = self.loglik.point(u, self.state.n)
+        target = self.compiled.record_target(self.loglik.point(u, self.state.n))
         records, n_values, accepted, proposed = [], [], 0, 0
         for _ in range(count):
             for _ in range(self.options.thin):
-                self.state, info = kernels.sweep(
-                    self.compiled, self.state, point, self.rng, self.n_moves
-                )
+                self.state, info = kernels.sweep(target, self.state, self.rng, self.n_moves)
                 accepted += info.refresh_accepted
                 proposed += info.refresh_proposed
             records.append([r.copy() for r in self.state.active_records()])
@@ -250,11 +248,11 @@ class Run:
         if init is not None:
             u = self._from_natural(u, init)
         n0 = compiled.fixed_n if compiled.sample_size is None else compiled.sample_size.initial
-        self.state = kernels.init(compiled, loglik.point(u, n0), n0, self.rng)
+        target = compiled.record_target(loglik.point(u, n0))
+        self.state = kernels.init(target, n0, self.rng)
         self.n_moves = self._n_moves(n0)
-        point = loglik.point(u, n0)
         for _ in range(options.tune):
-            self.state, _ = kernels.sweep(compiled, self.state, point, self.rng, self.n_moves)
+            self.state, _ = kernels.sweep(target, self.state, self.rng, self.n_moves)
         return u, options.initial_samples, None
 
     def _n_moves(self, n0: int) -> int:

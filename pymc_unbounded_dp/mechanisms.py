@@ -36,13 +36,9 @@ import numpy as np
 import pytensor.tensor as pt
 
 from pymc_unbounded_dp import _secure
+from pymc_unbounded_dp.kernels._noise import SHAPE_ABS, SHAPE_SQUARE
 
 __all__ = ["DiscreteGaussian", "DiscreteLaplace", "Gaussian", "Laplace", "Mechanism"]
-
-# Codes shared with the compiled kernels (`_kernels.py`): the log-density of one noise coordinate is
-# ``lognorm - |e| / scale`` (ABS) or ``lognorm - e**2 / (2 scale**2)`` (SQUARE), and -inf off the
-# integer lattice for discrete mechanisms.
-SHAPE_ABS, SHAPE_SQUARE = 0, 1
 
 #: Grid on which a continuous mechanism's :meth:`release` works, relative to the noise scale.
 _RELEASE_GRID_BITS = 30

@@ -119,14 +119,15 @@ class RecordsStep(BlockedStep):
     def step(self, point):
         compiled = self.compiled
         n_name = compiled.n_value_name
+        target = compiled.record_target(point)
         if self._state is None:
             n = int(point[n_name]) if n_name is not None else compiled.fixed_n
-            self._state = kernels.init(compiled, point, n, self.rng)
+            self._state = kernels.init(target, n, self.rng)
         else:
             self._adopt_changed_records()
         if self.adapt_n_moves and self.tune:
             self.n_moves = kernels.default_n_moves(self._state.n)
-        self._state, info = kernels.sweep(compiled, self._state, point, self.rng, self.n_moves)
+        self._state, info = kernels.sweep(target, self._state, self.rng, self.n_moves)
         compiled.set_records(self._state.active_records())
         self._published = [spec.data.get_value(borrow=True) for spec in compiled.blocks.records]
         if n_name is not None:

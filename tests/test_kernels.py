@@ -1,136 +1,304 @@
-"""Record kernels: exact acceptance ratios with stubbed proposals and forced uniforms, and the
-bookkeeping invariants of the kernel API on a real model."""
+"""Record kernels on plain targets: exact log acceptance ratios with stubbed proposals and forced
+uniforms (no PyMC model), then the bookkeeping invariants of the kernel API on a real model."""
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
-from pymc_unbounded_dp._compile import NoiseArrays, compile_model, statistic_function
+from pymc_unbounded_dp._compile import compile_model, statistic_function
+from pymc_unbounded_dp.kernels import NoiseArrays, Proposals, RecordTarget, records
 
 MECHANISMS = [pmdp.Laplace(scale=2.0), pmdp.Gaussian(sigma=1.5)]
 LAPLACE = [pmdp.Laplace(scale=2.0), pmdp.Laplace(scale=0.7)]
-NOISE = NoiseArrays.of(MECHANISMS, [1, 1])
 N_MECHANISM = pmdp.DiscreteLaplace(scale=3.0)
-N_NOISE = NoiseArrays.of([N_MECHANISM], [1])
+RELEASED = np.array([4.0, -1.0])
+N_DP = 5.0
+#: Statistics of the stub's records, in the order it proposes them (record ``k`` has id ``k``).
+TABLE = np.array([
+    [1.0, 0.5], [0.0, 2.0], [3.0, -1.0], [0.5, 0.5], [2.0, 3.0], [1.0, 0.0],
+    [2.5, 1.0], [-1.0, 0.5], [0.25, -0.5], [1.5, 1.5], [-0.5, 2.5], [0.75, 0.25],
+])
+ACCEPT, REJECT = -1e-9, 1e-9  # log u = log ratio + offset
+
+
+class StubProposals:
+    """``propose(m)``: the next ``m`` rows of a table. Record ``k`` is two variables, its id ``k``
+    (int, shape ``()``) and ``t_k`` (float, shape ``(D,)``), and its statistic is ``t_k``."""
+
+    def __init__(self, table=TABLE):
+        self.table = np.asarray(table, dtype=float)
+        self.calls = []
+
+    def __call__(self, m):
+        start = sum(self.calls)
+        self.calls.append(m)
+        ids = np.arange(start, start + m)
+        t = self.table[ids]
+        assert t.shape[0] == m, "the test's table is too short"
+        return [ids, t.copy()], t.copy()
+
+
+class ScriptedRandom:
+    """A stand-in for the generator of :func:`kernels.sweep`: ``random(size)`` returns the next
+    scripted uniforms, which must have that size (an empty draw consumes nothing)."""
+
+    def __init__(self, *draws):
+        self.draws = [np.asarray(d, dtype=float) for d in draws]
+
+    def random(self, size):
+        if size == 0:
+            return np.empty(0)
+        u = self.draws.pop(0)
+        assert u.shape == (size,), f"scripted {u.shape[0]} uniforms, the kernel drew {size}"
+        return u.copy()
+
+
+def make_target(mechanisms=MECHANISMS, unbounded=True, log_prior_n=None, table=TABLE,
+                released=RELEASED):
+    return RecordTarget(
+        released=np.asarray(released, dtype=float),
+        noise=NoiseArrays.of(mechanisms, [1] * len(mechanisms)),
+        propose=StubProposals(table),
+        n_dp=N_DP if unbounded else None,
+        n_noise=NoiseArrays.of([N_MECHANISM], [1]) if unbounded else None,
+        log_prior_n=log_prior_n,
+    )
 
 
 def log_eta(residual, mechanisms=MECHANISMS):
     return sum(m.logpdf(r) for m, r in zip(mechanisms, residual))
 
 
-@pytest.mark.parametrize("offset, accepted", [(-1e-9, True), (1e-9, False)])
-@pytest.mark.parametrize("mechanisms", [MECHANISMS, LAPLACE], ids=["general", "laplace-only"])
-def test_refresh_acceptance_is_the_noise_density_ratio(offset, accepted, mechanisms):
-    """Exact log ratios for mixed mechanisms and for the all-Laplace fast path."""
-    noise_args = NoiseArrays.of(mechanisms, [1, 1])
-    assert noise_args.laplace_only == (mechanisms is LAPLACE)
+def birth_ratio(residual, t_born, n, log_g):
+    """Log acceptance ratio of a birth at ``n`` (DESIGN.md section 2)."""
+    return (log_eta(residual - t_born) - log_eta(residual) + N_MECHANISM.logpdf(N_DP - n - 1)
+            - N_MECHANISM.logpdf(N_DP - n) + log_g(n + 1) - log_g(n))
 
-    stats = np.array([[1.0, 0.5], [0.0, 2.0], [3.0, -1.0]])
-    proposed = np.array([[0.0, 1.5], [2.0, 3.0], [1.0, 0.0]])
-    residual = np.array([0.7, -0.4])
+
+def death_ratio(residual, t_dead, n, log_g):
+    """Log acceptance ratio of a death at ``n``: the mirror of the birth at ``n - 1``."""
+    return -birth_ratio(residual + t_dead, t_dead, n - 1, log_g)
+
+
+def poisson_log_g(values):
+    return stats.poisson.logpmf(values, 4.5)
+
+
+def ids_of(state):
+    return state.active_records()[0].tolist()
+
+
+def assert_consistent(state):
+    """Statistics, records and residual agree (``t`` of record ``k`` is ``TABLE[k]``)."""
+    ids, t = state.active_records()
+    np.testing.assert_array_equal(t, TABLE[ids])
+    np.testing.assert_array_equal(state.stats[: state.n], TABLE[ids])
+    np.testing.assert_allclose(state.residual, RELEASED - TABLE[ids].sum(axis=0))
+
+
+# --------------------------------------------------------------------------------------------------
+# init
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("unbounded, capacity", [(True, 16), (False, 3)])
+def test_init_imputes_from_the_proposal_and_reseeds_it(unbounded, capacity):
+    seeds = []
+    target = make_target(unbounded=unbounded)._replace(reseed=seeds.append)
+    state = kernels.init(target, 3, np.random.default_rng(5))
+    assert seeds == [int(np.random.default_rng(5).integers(2**62))]
+    assert target.propose.calls == [3]
+    assert ids_of(state) == [0, 1, 2] and state.n == 3
+    assert state.stats.shape == (capacity, 2) and state.records[0].shape == (capacity,)
+    assert_consistent(state)
+
+
+# --------------------------------------------------------------------------------------------------
+# refresh
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("start", [0, 1])
+@pytest.mark.parametrize("pattern", [(True, False, True), (False, True, True), (False,) * 3])
+@pytest.mark.parametrize("mechanisms", [MECHANISMS, LAPLACE], ids=["general", "laplace-only"])
+def test_refresh_accepts_by_the_exact_noise_density_ratio(mechanisms, pattern, start):
+    """Sequential scan: each ratio uses the residual after the earlier decisions; mixed
+    mechanisms and the all-Laplace fast path."""
+    target = make_target(mechanisms)
+    assert target.noise.laplace_only == (mechanisms is LAPLACE)
+    state = kernels.init(target, 4, np.random.default_rng(0))
+    proposals = Proposals(*target.propose(3))  # ids 4, 5, 6 for records start, ..., start + 2
+    residual = state.residual.copy()
+    expected_ids = ids_of(state)
     log_u = np.empty(3)
-    expected_residual = residual.copy()
-    for i in range(3):  # sequential: each ratio uses the residual after earlier accepts
-        trial = expected_residual + stats[i] - proposed[i]
-        log_u[i] = log_eta(trial, mechanisms) - log_eta(expected_residual, mechanisms) + offset
-        if accepted:
-            expected_residual = trial
-    before = stats.copy()
-    result = kernels._refresh_kernel(stats, proposed, residual, log_u, *noise_args)
-    assert result.tolist() == [accepted] * 3
-    np.testing.assert_allclose(residual, expected_residual)
-    np.testing.assert_array_equal(stats, proposed if accepted else before)
+    for i, accept in enumerate(pattern):
+        trial = residual + TABLE[expected_ids[start + i]] - TABLE[4 + i]
+        log_u[i] = log_eta(trial, mechanisms) - log_eta(residual, mechanisms)
+        log_u[i] += ACCEPT if accept else REJECT
+        if accept:
+            residual = trial
+            expected_ids[start + i] = 4 + i
+    state, accepted = kernels.refresh(target, state, proposals, log_u, start)
+    assert accepted == sum(pattern) and state.n == 4
+    assert ids_of(state) == expected_ids
+    assert_consistent(state)
+    np.testing.assert_allclose(state.residual, residual)
 
 
 def test_refresh_rejects_off_lattice_residuals_of_discrete_mechanisms():
-    noise = NoiseArrays.of([pmdp.DiscreteLaplace(scale=1.0)], [1])
-    stats, proposed = np.array([[1.0]]), np.array([[0.5]])
-    accepted = kernels._refresh_kernel(
-        stats, proposed, np.array([2.0]), np.array([-50.0]), *noise
+    target = make_target([pmdp.DiscreteLaplace(scale=1.0)], table=[[1.0], [0.5]], released=[2.0])
+    state = kernels.init(target, 1, np.random.default_rng(0))
+    state, accepted = kernels.refresh(target, state, Proposals(*target.propose(1)), np.array([-50.0]))
+    assert accepted == 0 and state.residual.tolist() == [1.0] and state.stats[0].tolist() == [1.0]
+
+
+# --------------------------------------------------------------------------------------------------
+# birth/death
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("accept", [True, False], ids=["accepted", "rejected"])
+def test_birth_and_death_ratios_with_a_poisson_prior(accept):
+    """A birth into slot 2, the death of record 1, a birth into the last slot: exact ratios under
+    a prior on ``n`` that is not log-linear; the last move is accepted or rejected."""
+    target = make_target(log_prior_n=poisson_log_g)
+    state = kernels.init(target, 3, np.random.default_rng(0))  # ids [0, 1, 2]
+    born = Proposals(*target.propose(2))  # ids 3, 4
+    is_birth = np.array([True, False, True])
+    u_pick = np.array([0.6, 0.3, 0.99])  # slot floor(0.6 * 4) = 2; record floor(0.3 * 4) = 1; slot 3
+    r0 = state.residual.copy()
+    first = birth_ratio(r0, TABLE[3], 3, poisson_log_g)
+    r1 = r0 - TABLE[3]  # ids [0, 1, 3, 2]
+    second = death_ratio(r1, TABLE[1], 4, poisson_log_g)
+    r2 = r1 + TABLE[1]  # ids [0, 2, 3]
+    third = birth_ratio(r2, TABLE[4], 3, poisson_log_g)
+    log_u = np.array([first + ACCEPT, second + ACCEPT, third + (ACCEPT if accept else REJECT)])
+    state, counts = kernels.birth_death(target, state, is_birth, born, u_pick, log_u)
+    assert counts.tolist() == [1 + accept, 2, 1, 1]
+    assert state.n == 3 + accept
+    assert ids_of(state) == ([0, 2, 3, 4] if accept else [0, 2, 3])
+    assert_consistent(state)
+
+
+def test_moves_out_of_a_bounded_prior_support_are_rejected():
+    """``g`` is flat on ``{3, 4}``: at ``n = 4`` a birth is rejected whatever ``u``, a death
+    accepted with the exact ratio; at ``n = 3`` the mirror."""
+    def log_g(values):
+        return np.where((values >= 3) & (values <= 4), 0.0, -np.inf)
+
+    target = make_target(log_prior_n=log_g)
+    state = kernels.init(target, 4, np.random.default_rng(0))  # ids [0, 1, 2, 3]
+    born = Proposals(*target.propose(2))  # ids 4, 5
+    is_birth = np.array([True, False, False, True])
+    u_pick = np.array([0.0, 0.0, 0.5, 0.0])  # the death takes record 0: the last one fills it
+    r = state.residual.copy()
+    death = death_ratio(r, TABLE[0], 4, log_g)
+    birth = birth_ratio(r + TABLE[0], TABLE[5], 3, log_g)  # the rejected birth used row 4
+    log_u = np.array([-700.0, death + ACCEPT, -700.0, birth + ACCEPT])
+    state, counts = kernels.birth_death(target, state, is_birth, born, u_pick, log_u)
+    assert counts.tolist() == [1, 2, 1, 2]
+    assert state.n == 4 and ids_of(state) == [5, 1, 2, 3]
+    assert_consistent(state)
+
+
+def test_deaths_at_zero_are_rejected_under_the_flat_prior():
+    """With no prior (flat on ``n >= 0``), no prior term; the prior window is ``-inf`` below 0."""
+    target = make_target()
+    state = kernels.init(target, 0, np.random.default_rng(0))
+    born = Proposals(*target.propose(1))  # id 0
+    is_birth = np.array([False, True, False, False])
+    u_pick = np.array([0.0, 0.7, 0.7, 0.0])
+    flat = np.zeros_like
+    birth = birth_ratio(RELEASED, TABLE[0], 0, flat)
+    death = death_ratio(RELEASED - TABLE[0], TABLE[0], 1, flat)
+    log_u = np.array([-700.0, birth + ACCEPT, death + ACCEPT, -700.0])
+    state, counts = kernels.birth_death(target, state, is_birth, born, u_pick, log_u)
+    assert counts.tolist() == [1, 1, 1, 3]
+    assert state.n == 0 and ids_of(state) == []
+    np.testing.assert_allclose(state.residual, RELEASED)
+
+
+def test_the_prior_of_n_is_only_evaluated_on_its_support():
+    calls = []
+
+    def log_g(values):
+        calls.append(values.tolist())
+        return poisson_log_g(values)
+
+    target = make_target(log_prior_n=log_g)
+    state = kernels.init(target, 1, np.random.default_rng(0))
+    kernels.birth_death(target, state, np.array([False, False]), Proposals(*target.propose(0)),
+                        np.zeros(2), np.full(2, -700.0))
+    assert calls == [[0, 1, 2, 3]]  # the window n - K, ..., n + K = -1, ..., 3 cut at 0
+
+
+# --------------------------------------------------------------------------------------------------
+# sweep
+# --------------------------------------------------------------------------------------------------
+NEAR, FAR = 1e-300, 0.5  # uniforms: accept any finite ratio above -690; reject a far proposal
+
+
+def test_sweep_draws_once_refreshes_all_then_moves():
+    """One proposal call for the refresh and the births; the residual is recomputed first."""
+    table = TABLE.copy()
+    table[4] = [1e4, -1e4]  # the proposal for record 1: rejected
+    target = make_target(table=table)
+    state = kernels.init(target, 3, np.random.default_rng(0))  # ids [0, 1, 2]
+    state = state._replace(residual=state.residual + 100.0)  # drift the sweep must discard
+    rng = ScriptedRandom(
+        [0.7, 0.2],  # death, then birth
+        [NEAR, FAR, NEAR],  # refresh: records 0 and 2 take ids 3 and 5
+        [0.0, 0.5],  # u_pick: record 0 dies (id 5 fills it); the newborn (id 6) takes slot 1
+        [NEAR, NEAR],
     )
-    assert not accepted[0]
+    state, info = kernels.sweep(target, state, rng, n_moves=2)
+    assert rng.draws == [] and target.propose.calls == [3, 4]
+    assert info == kernels.SweepInfo(2, 3, 1, 1, 1, 1)
+    assert ids_of(state) == [5, 6, 1]
+    ids, t = state.active_records()
+    np.testing.assert_array_equal(t, table[ids])
+    np.testing.assert_allclose(state.residual, RELEASED - table[ids].sum(axis=0))
 
 
-def run_birth_death(stats, n, residual, born, is_birth, u_pick, log_u, log_prior, n_dp):
-    return kernels._birth_death_kernel(
-        stats, n, residual, born, np.asarray(is_birth), u_pick, log_u, log_prior,
-        n - len(is_birth), n_dp, *kernels._n_noise_args(N_NOISE), *NOISE,
+def test_sweep_in_chunks(monkeypatch):
+    """With 2-row chunks: the refresh proposes and draws per chunk, then each chunk of moves
+    draws its births, ``u_pick`` and uniforms."""
+    monkeypatch.setattr(records, "CHUNK_ROWS", 2)
+    target = make_target()
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    rng = ScriptedRandom(
+        [0.1, 0.1, 0.9],  # birth, birth, death
+        [NEAR] * 2, [NEAR] * 2, [NEAR],  # refresh chunks of 2, 2, 1 records
+        [0.0, 0.0], [NEAR] * 2,  # moves 0-1: births into slot 0
+        [0.0], [NEAR],  # move 2: the death of record 0
     )
+    state, info = kernels.sweep(target, state, rng, n_moves=3)
+    assert rng.draws == [] and target.propose.calls == [5, 2, 2, 1, 2, 0]
+    assert info == kernels.SweepInfo(5, 5, 2, 2, 1, 1)
+    # refreshed: ids [5, ..., 9]; births of 10 then 11 into slot 0: [11, 6, 7, 8, 9, 5, 10];
+    # death of record 0, the last record takes its slot: [10, 6, 7, 8, 9, 5]
+    assert ids_of(state) == [10, 6, 7, 8, 9, 5]
+    assert_consistent(state)
 
 
-def test_birth_then_death_acceptance_ratios():
-    capacity_stats = np.zeros((6, 2))
-    capacity_stats[:3] = [[1.0, 0.0], [0.5, 2.0], [2.0, 1.0]]
-    residual = np.array([1.0, -0.5])
-    born = np.array([[2.5, 1.0]])
-    n, n_dp = 3, 5.0
-    window = np.arange(n - 2, n + 3)
-    log_prior = -0.1 * window  # a proper-looking, non-flat prior on the window
-    lg = dict(zip(window, log_prior))
-    birth = (log_eta(residual - born[0]) - log_eta(residual)
-             + N_MECHANISM.logpdf(n_dp - 4) - N_MECHANISM.logpdf(n_dp - 3) + lg[4] - lg[3])
-    after_birth = residual - born[0]
-    # second move: death of record index 1 (u_pick * n = 0.3 * 4 -> 1)
-    death = (log_eta(after_birth + capacity_stats[1]) - log_eta(after_birth)
-             + N_MECHANISM.logpdf(n_dp - 3) - N_MECHANISM.logpdf(n_dp - 4) + lg[3] - lg[4])
-    stats = capacity_stats.copy()
-    new_n, moves, counts = run_birth_death(
-        stats, n, residual, born, [True, False], np.array([0.0, 0.3]),
-        np.array([birth - 1e-9, death - 1e-9]), log_prior, n_dp,
-    )
-    assert new_n == 3
-    assert moves.tolist() == [kernels.BIRTH, 1]
-    assert counts.tolist() == [1, 1, 1, 1]
-    np.testing.assert_allclose(residual, after_birth + capacity_stats[1])
-    # the newborn took slot 0 (u_pick = 0), record 0 moved to the end; then record 1 died and
-    # the last record (the old record 0) took its slot
-    np.testing.assert_allclose(stats[:3], [[2.5, 1.0], [1.0, 0.0], [2.0, 1.0]])
-
-    stats = capacity_stats.copy()
-    residual = np.array([1.0, -0.5])
-    new_n, moves, counts = run_birth_death(
-        stats, n, residual, born, [True, False], np.array([0.0, 0.3]),
-        np.array([birth + 1e-9, 0.0]), log_prior, n_dp,
-    )
-    assert moves[0] == kernels.REJECTED and counts[:2].tolist() == [0, 1]
+def test_bounded_sweep_refreshes_only():
+    target = make_target(unbounded=False)
+    state = kernels.init(target, 3, np.random.default_rng(0))
+    rng = ScriptedRandom([NEAR, NEAR, NEAR])
+    state, info = kernels.sweep(target, state, rng, n_moves=4)
+    assert rng.draws == [] and target.propose.calls == [3, 3]
+    assert info == kernels.SweepInfo(3, 3, 0, 0, 0, 0)
+    assert ids_of(state) == [3, 4, 5]
+    assert_consistent(state)
 
 
-def test_death_at_zero_and_outside_prior_support_is_rejected():
-    stats = np.zeros((4, 2))
-    residual = np.zeros(2)
-    log_prior = np.array([-np.inf, 0.0, 0.0])  # g(n - 1) = 0 for n = 1
-    new_n, moves, counts = run_birth_death(
-        stats, 1, residual, np.zeros((0, 2)), [False], np.array([0.0]),
-        np.array([-700.0]), log_prior, 1.0,
-    )
-    assert new_n == 1 and moves[0] == kernels.REJECTED and counts.tolist() == [0, 0, 0, 1]
-    new_n, moves, counts = run_birth_death(
-        stats, 0, residual, np.zeros((0, 2)), [False], np.array([0.0]),
-        np.array([-700.0]), np.zeros(3), 1.0,
-    )
-    assert new_n == 0 and moves[0] == kernels.REJECTED
-
-
-def test_apply_moves_replays_births_and_deaths():
-    buffer = np.zeros((6, 2))
-    buffer[:3] = [[1, 1], [2, 2], [3, 3]]
-    born = np.array([[7, 7], [8, 8], [6, 6]], dtype=float)
-    moves = np.array([kernels.BIRTH - 1, 0, kernels.REJECTED, kernels.BIRTH - 3])
-    is_birth = np.array([True, False, True, True])  # the rejected move was a birth of [8, 8]
-    n = kernels._apply_moves(buffer, born, is_birth, moves, 3)
-    # birth into slot 1: [1, 7, 3, 2]; death of 0: [2, 7, 3]; birth into slot 3 (the end)
-    assert n == 4
-    np.testing.assert_array_equal(buffer[:4], [[2, 2], [7, 7], [3, 3], [6, 6]])
-
-
+# --------------------------------------------------------------------------------------------------
+# on a model
+# --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def unbounded_two_variable_model():
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1)
-        n = pmdp.SampleSize("n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.2))
+        n = pmdp.SampleSize("n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.2),
+                            prior=pm.Poisson.dist(35.0))
         X = pmdp.Records("X", pm.Normal.dist(0, 1, shape=2), n=n)
         y = pmdp.Records("y", pm.Normal.dist(beta * X[:, 0], 1), n=n)
         pmdp.PrivatizedSum("s", pt.stack([X[:, 0] * y, pt.clip(y, -2, 2)], axis=1),
@@ -138,36 +306,50 @@ def unbounded_two_variable_model():
     return model
 
 
+def test_record_target_of_a_model(unbounded_two_variable_model):
+    compiled = compile_model(unbounded_two_variable_model)
+    target = compiled.record_target(unbounded_two_variable_model.initial_point())
+    assert target.unbounded and target.n_dp == 40.0 and target.released.tolist() == [3.0, -1.0]
+    assert target.noise.laplace_only and target.n_noise.discrete.tolist() == [True]
+    values = np.array([0, 35])
+    np.testing.assert_allclose(target.log_prior_n(values),
+                               pm.logp(pm.Poisson.dist(35.0), values).eval())
+    (X, y), t = target.propose(7)
+    assert X.shape == (7, 2) and y.shape == (7,) and t.shape == (7, 2)
+
+
 @pytest.mark.parametrize("chunk_rows", [2**14, 7], ids=["one-call", "chunked"])
 def test_sweeps_keep_records_statistics_and_residual_consistent(
     unbounded_two_variable_model, chunk_rows, monkeypatch
 ):
-    monkeypatch.setattr(kernels, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(records, "CHUNK_ROWS", chunk_rows)
     model = unbounded_two_variable_model
     compiled = compile_model(model)
     statistics = statistic_function(compiled)
-    point = model.initial_point()
+    target = compiled.record_target(model.initial_point())
     rng = np.random.default_rng(3)
-    state = kernels.init(compiled, point, 40, rng)
+    state = kernels.init(target, 40, rng)
     seen_n = set()
     for sweep in range(80):
         moves = 15 if sweep < 60 else 1  # single moves: sweeps without any birth proposal too
-        state, info = kernels.sweep(compiled, state, point, rng, n_moves=moves)
+        n = state.n
+        state, info = kernels.sweep(target, state, rng, n_moves=moves)
         seen_n.add(state.n)
-        assert info.refresh_proposed > 0 and info.births_proposed + info.deaths_proposed == moves
-    records = state.active_records()
-    assert records[0].shape == (state.n, 2) and records[1].shape == (state.n,)
-    np.testing.assert_allclose(state.stats[: state.n], statistics(*records))
-    np.testing.assert_allclose(state.residual, [3.0, -1.0] - statistics(*records).sum(axis=0))
+        assert info.refresh_proposed == n and info.births_proposed + info.deaths_proposed == moves
+        assert state.n == n + info.births_accepted - info.deaths_accepted
+    records_ = state.active_records()
+    assert records_[0].shape == (state.n, 2) and records_[1].shape == (state.n,)
+    np.testing.assert_allclose(state.stats[: state.n], statistics(*records_))
+    np.testing.assert_allclose(state.residual, [3.0, -1.0] - statistics(*records_).sum(axis=0))
     assert len(seen_n) > 5  # n moved
-    compiled.set_records(records)
-    np.testing.assert_array_equal(compiled.blocks.records[1].data.get_value(), records[1])
+    compiled.set_records(records_)
+    np.testing.assert_array_equal(compiled.blocks.records[1].data.get_value(), records_[1])
 
 
 def test_init_is_reproducible_from_the_generator(unbounded_two_variable_model):
     compiled = compile_model(unbounded_two_variable_model)
-    point = unbounded_two_variable_model.initial_point()
-    first = kernels.init(compiled, point, 10, np.random.default_rng(5))
-    second = kernels.init(compiled, point, 10, np.random.default_rng(5))
+    target = compiled.record_target(unbounded_two_variable_model.initial_point())
+    first = kernels.init(target, 10, np.random.default_rng(5))
+    second = kernels.init(target, 10, np.random.default_rng(5))
     for a, b in zip(first.active_records(), second.active_records()):
         np.testing.assert_array_equal(a, b)

@@ -15,24 +15,36 @@ with ``T(x) = sum_i t(x_i)``. With ``theta`` fixed, one :func:`sweep` is
    death at ``n = 0`` (or where ``g(n - 1) = 0``) is rejected, so the move probabilities stay 1/2
    everywhere and no proposal-ratio correction appears.
 
+The kernels take their target as plain data, a :class:`RecordTarget` (released values, noise
+arrays, ``n_dp``, and the model's proposal and prior of ``n`` as callables bound to ``theta``), so
+they run and are tested without PyMC; ``CompiledModel.record_target`` builds one from a model.
 The state is a :class:`RecordState` (BlackJAX style); its arrays are updated in place for speed.
 Proposals are drawn in one vectorised call and their statistics computed in the same call; the
-sequential accept/reject loops run in numba.
+sequential accept/reject loops run in numba. Every move accepts iff ``log u < log ratio`` (a NaN
+ratio rejects), with ``u`` uniform on ``[0, 1)``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numba as nb
 import numpy as np
 
-from pymc_unbounded_dp._compile import CompiledModel, NoiseArrays
+from pymc_unbounded_dp.kernels._noise import NoiseArrays
+from pymc_unbounded_dp.kernels._noise import log_density as _log_density
+from pymc_unbounded_dp.kernels._noise import log_ratio as _log_ratio
+from pymc_unbounded_dp.kernels._noise import residual_log_density as _residual_log_density
 
 __all__ = [
+    "CHUNK_ROWS",
+    "LogPriorFn",
     "Proposals",
+    "ProposeFn",
     "RecordState",
+    "RecordTarget",
     "SweepInfo",
     "birth_death",
     "default_n_moves",
@@ -70,45 +82,9 @@ class SweepInfo(NamedTuple):
 # compiled cores
 # --------------------------------------------------------------------------------------------------
 @nb.njit(cache=True, inline="always")
-def _log_density(x, shape_code, discrete, scale, log_normalizer):
-    """Log-density of one noise coordinate (see ``mechanisms.SHAPE_*``)."""
-    if discrete and x != np.floor(x):
-        return -np.inf
-    if shape_code == 0:
-        return log_normalizer - abs(x) / scale
-    z = x / scale
-    return log_normalizer - 0.5 * z * z
-
-
-@nb.njit(cache=True)
-def _residual_log_density(residual, out, shape_code, discrete, scale, log_normalizer):
-    for j in range(residual.shape[0]):
-        out[j] = _log_density(residual[j], shape_code[j], discrete[j], scale[j], log_normalizer[j])
-
-
-@nb.njit(cache=True)
-def _log_ratio(
-    residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer, laplace_only
-):
-    """Log ratio ``eta(trial) / eta(residual)``, with ``current = log eta(residual)`` per
-    coordinate; fills ``trial_lp = log eta(trial)``.
-
-    ``laplace_only`` (every coordinate continuous Laplace): the ratio is
-    ``sum_j (|r_j| - |r_j'|) / b_j``, with no normaliser, lattice test or per-coordinate branch;
-    ``current`` and ``trial_lp`` are then not used.
-    """
-    # One loop with the branch inside: an early-returning fast-path loop compiled 10x slower on
-    # some numba versions (0.68; 0.65 when inlined).
-    total = 0.0
-    for j in range(residual.shape[0]):
-        if laplace_only:
-            total += (abs(residual[j]) - abs(trial[j])) / scale[j]
-        else:
-            trial_lp[j] = _log_density(
-                trial[j], shape_code[j], discrete[j], scale[j], log_normalizer[j]
-            )
-            total += trial_lp[j] - current[j]
-    return total
+def _accepts(log_u, log_ratio):
+    """The Metropolis decision ``log u < log ratio`` (a NaN ratio rejects)."""
+    return log_u < log_ratio
 
 
 @nb.njit(cache=True, inline="always")
@@ -135,7 +111,7 @@ def _refresh_kernel(
             residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
             laplace_only,
         )
-        if log_u[i] < log_ratio:
+        if _accepts(log_u[i], log_ratio):
             accepted[i] = True
             for j in range(d):
                 residual[j] = trial[j]
@@ -199,7 +175,7 @@ def _birth_death_kernel(
         )
         log_ratio += lp_n_new - lp_n
         log_ratio += log_prior[n + step - prior_offset] - log_prior[n - prior_offset]
-        if not log_u[k] < log_ratio:
+        if not _accepts(log_u[k], log_ratio):
             continue
         for j in range(d):
             residual[j] = trial[j]
@@ -245,32 +221,53 @@ def _as_rows(array: np.ndarray) -> np.ndarray:
     return array.reshape(array.shape[0], math.prod(array.shape[1:]))
 
 
-def _n_noise_args(noise: NoiseArrays) -> tuple:
-    """The one coordinate of the noise on ``n_dp``, as scalars."""
-    return tuple(a[0] for a in noise[:4])
 
 
 # --------------------------------------------------------------------------------------------------
 # kernel API
 # --------------------------------------------------------------------------------------------------
-def init(model: CompiledModel, point: dict, n: int, rng: np.random.Generator) -> RecordState:
-    """Impute ``n`` records from the model at ``point``: the state a new chain starts from.
+#: ``propose(m) -> (records, stats)``: ``m`` fresh records from ``f(. | theta)``, one array per record
+#: variable (leading axis ``m``), and their statistics ``t`` as a float ``(m, D)`` array.
+ProposeFn = Callable[[int], tuple[list[np.ndarray], np.ndarray]]
+#: ``log_prior_n(values) -> log g(values)`` at an int64 array of values ``>= 0``.
+LogPriorFn = Callable[[np.ndarray], np.ndarray]
 
-    Also reseeds the model's proposal generator from ``rng``, so a chain is reproducible from it.
+
+class RecordTarget(NamedTuple):
+    """The target of the record kernels at fixed parameters ``theta``, as plain data.
+
+    Attributes
+    ----------
+    released : numpy.ndarray
+        The released sums ``s_dp``, all coordinates side by side, shape ``(D,)``.
+    noise : NoiseArrays
+        The mechanisms of the ``D`` released coordinates.
+    propose : callable
+        ``propose(m) -> (records, stats)`` (see :data:`ProposeFn`), bound to ``theta``.
+    n_dp : float or None
+        The released sample size (unbounded DP); ``None`` under bounded DP, where ``n`` is fixed.
+    n_noise : NoiseArrays or None
+        The mechanism of ``n_dp`` (one coordinate); ``None`` under bounded DP.
+    log_prior_n : callable or None
+        ``log g`` of the latent ``n`` (see :data:`LogPriorFn`), only called at values ``>= 0``;
+        ``None`` is the flat prior on ``n >= 0``.
+    reseed : callable or None
+        ``reseed(seed)`` seeds the generator behind ``propose`` (:func:`init` calls it); ``None``
+        if ``propose`` has no generator of its own.
     """
-    model.reseed(int(rng.integers(2**62)))
-    records, stats = model.propose(point, n)
-    capacity = n if model.sample_size is None else max(2 * n, 16)
-    buffers = tuple(_with_capacity(r, capacity) for r in records)
-    stats_buffer = _with_capacity(stats, capacity)
-    residual = model.released_sums() - stats.sum(axis=0)
-    return RecordState(records=buffers, stats=stats_buffer, residual=residual, n=n)
 
+    released: np.ndarray
+    noise: NoiseArrays
+    propose: ProposeFn
+    n_dp: float | None = None
+    n_noise: NoiseArrays | None = None
+    log_prior_n: LogPriorFn | None = None
+    reseed: Callable[[int], None] | None = None
 
-def _with_capacity(array: np.ndarray, capacity: int) -> np.ndarray:
-    out = np.empty((capacity, *array.shape[1:]), dtype=array.dtype)
-    out[: array.shape[0]] = array
-    return out
+    @property
+    def unbounded(self) -> bool:
+        """Whether ``n`` is latent (unbounded DP)."""
+        return self.n_dp is not None
 
 
 class Proposals(NamedTuple):
@@ -280,32 +277,75 @@ class Proposals(NamedTuple):
     stats: np.ndarray
 
     def rows(self, start: int, stop: int | None = None) -> Proposals:
+        """Rows ``start:stop`` of the records and the statistics."""
         return Proposals([r[start:stop] for r in self.records], self.stats[start:stop])
 
 
-def _log_uniforms(rng: np.random.Generator, size: int) -> np.ndarray:
-    """``log(u)`` for ``size`` uniforms on ``[0, 1)``, computed in place."""
-    u = rng.random(size)
-    return np.log(u, out=u)
+def init(target: RecordTarget, n: int, rng: np.random.Generator) -> RecordState:
+    """Impute ``n`` records from ``target.propose``: the state a new chain starts from.
+
+    Parameters
+    ----------
+    target : RecordTarget
+    n : int
+        The number of records.
+    rng : numpy.random.Generator
+        One integer is drawn from it to seed ``target.reseed`` (drawn also when ``reseed`` is
+        ``None``), so a chain is reproducible from ``rng``.
+
+    Returns
+    -------
+    RecordState
+        Buffers with room for ``2 n`` records (at least 16) under unbounded DP, ``n`` otherwise.
+    """
+    seed = int(rng.integers(2**62))
+    if target.reseed is not None:
+        target.reseed(seed)
+    records, stats = target.propose(n)
+    capacity = max(2 * n, 16) if target.unbounded else n
+    buffers = tuple(_with_capacity(r, capacity) for r in records)
+    stats_buffer = _with_capacity(stats, capacity)
+    residual = target.released - stats.sum(axis=0)
+    return RecordState(records=buffers, stats=stats_buffer, residual=residual, n=n)
+
+
+def _with_capacity(array: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.empty((capacity, *array.shape[1:]), dtype=array.dtype)
+    out[: array.shape[0]] = array
+    return out
 
 
 def refresh(
-    model: CompiledModel,
+    target: RecordTarget,
     state: RecordState,
     proposals: Proposals,
-    rng: np.random.Generator,
+    log_u: np.ndarray,
     start: int = 0,
 ) -> tuple[RecordState, int]:
-    """Refresh records ``start, ..., start + len(proposals) - 1`` once (independent Metropolis with
-    proposals from the model), updating ``state.residual`` in place.
+    """Refresh records ``start, ..., start + m - 1`` once, in order (independent Metropolis with
+    proposals from the model), updating ``state`` in place.
 
-    ``proposals`` holds one fresh record per refreshed record. Returns the new state and the number
-    of accepted proposals.
+    Parameters
+    ----------
+    target : RecordTarget
+    state : RecordState
+    proposals : Proposals
+        One fresh record per refreshed record (``m`` rows).
+    log_u : numpy.ndarray
+        ``log`` of ``m`` uniforms: proposal ``i`` is accepted iff ``log_u[i] <
+        log eta_s(r + t(x_i) - t(x_i*)) - log eta_s(r)``, with ``r`` the residual before it.
+    start : int
+        The first refreshed record.
+
+    Returns
+    -------
+    state : RecordState
+    accepted : int
+        The number of accepted proposals.
     """
     stop = start + proposals.stats.shape[0]
     accepted = _refresh_kernel(
-        state.stats[start:stop], proposals.stats, state.residual,
-        _log_uniforms(rng, stop - start), *model.noise,
+        state.stats[start:stop], proposals.stats, state.residual, log_u, *target.noise
     )
     for buffer, proposal in zip(state.records, proposals.records):
         _copy_accepted(_as_rows(buffer[start:stop]), _as_rows(proposal), accepted)
@@ -313,32 +353,61 @@ def refresh(
 
 
 def birth_death(
-    model: CompiledModel,
+    target: RecordTarget,
     state: RecordState,
     is_birth: np.ndarray,
     born: Proposals,
-    log_prior: np.ndarray,
-    rng: np.random.Generator,
+    u_pick: np.ndarray,
+    log_u: np.ndarray,
 ) -> tuple[RecordState, np.ndarray]:
-    """``K = len(is_birth)`` birth/death moves over ``n``: move ``k`` proposes a birth if
-    ``is_birth[k]`` (of the next unused row of ``born``, which has ``is_birth.sum()`` rows), else
-    the death of a uniformly chosen record.
+    """``K = len(is_birth)`` birth/death moves over ``n`` (unbounded DP), in order.
 
-    ``log_prior`` is ``log g`` at ``n - K, ..., n + K``. Returns the new state and the counts
-    ``[births accepted, births proposed, deaths accepted, deaths proposed]``.
+    Move ``k`` proposes a birth of the next unused row of ``born`` if ``is_birth[k]``, else the
+    death of a record, and is accepted iff ``log_u[k]`` is below its log ratio (see the module
+    docstring). ``u_pick[k]`` (a uniform on ``[0, 1)``) picks the record that dies,
+    ``floor(u_pick[k] n)``, or the slot a newborn takes, ``floor(u_pick[k] (n + 1))``; the record
+    in that slot moves to the end, the last record fills a dead record's slot.
+
+    Parameters
+    ----------
+    target : RecordTarget
+    state : RecordState
+    is_birth : numpy.ndarray of bool
+        Shape ``(K,)``.
+    born : Proposals
+        ``is_birth.sum()`` fresh records.
+    u_pick, log_u : numpy.ndarray
+        Shape ``(K,)`` each.
+
+    Returns
+    -------
+    state : RecordState
+    counts : numpy.ndarray
+        ``[births accepted, births proposed, deaths accepted, deaths proposed]`` (int64).
     """
     n = state.n
     n_moves = is_birth.shape[0]
     state = _ensure_capacity(state, n + n_moves)
-    u_pick = rng.random(n_moves)
-    log_u = _log_uniforms(rng, n_moves)
+    log_prior = _log_prior_window(target.log_prior_n, n - n_moves, n + n_moves)
     new_n, moves, counts = _birth_death_kernel(
         state.stats, n, state.residual, born.stats, is_birth, u_pick, log_u, log_prior,
-        n - n_moves, model.released_n(), *_n_noise_args(model.n_noise), *model.noise,
+        n - n_moves, target.n_dp, *target.n_noise.scalar(), *target.noise,
     )
     for buffer, new in zip(state.records, born.records):
         _apply_moves(_as_rows(buffer), _as_rows(new), is_birth, moves, n)
     return state._replace(n=int(new_n)), counts
+
+
+def _log_prior_window(log_prior_n: LogPriorFn | None, low: int, high: int) -> np.ndarray:
+    """``log g(n)`` at ``n = low, ..., high``: ``-inf`` below 0, 0 above under a flat prior."""
+    values = np.arange(low, high + 1, dtype=np.int64)
+    out = np.full(values.shape, -np.inf)
+    valid = values >= 0
+    if log_prior_n is None:
+        out[valid] = 0.0
+    elif np.any(valid):
+        out[valid] = log_prior_n(values[valid])
+    return out
 
 
 def _ensure_capacity(state: RecordState, rows: int) -> RecordState:
@@ -371,43 +440,66 @@ def _chunks(total: int) -> list[tuple[int, int]]:
     return [(start, min(start + CHUNK_ROWS, total)) for start in range(0, total, CHUNK_ROWS)]
 
 
+def _log_uniforms(rng: np.random.Generator, size: int) -> np.ndarray:
+    """``log(u)`` for ``size`` uniforms on ``[0, 1)``, computed in place."""
+    u = rng.random(size)
+    return np.log(u, out=u)
+
+
 def sweep(
-    model: CompiledModel,
+    target: RecordTarget,
     state: RecordState,
-    point: dict,
     rng: np.random.Generator,
     n_moves: int = 0,
 ) -> tuple[RecordState, SweepInfo]:
     """One refresh of all records, then ``n_moves`` birth/death moves (unbounded DP only).
 
     Each move is a birth or a death with probability 1/2, decided up front, so that only births
-    draw a proposal and all proposals of a sweep come from one vectorised call of the model's
-    sampler (one per :data:`CHUNK_ROWS` rows for large sweeps).
+    draw a proposal and all proposals of a sweep come from one call of ``target.propose`` (one per
+    :data:`CHUNK_ROWS` rows for large sweeps). The residual is recomputed from ``target.released``
+    first.
+
+    Parameters
+    ----------
+    target : RecordTarget
+    state : RecordState
+    rng : numpy.random.Generator
+        Only ``rng.random(size)`` is called, in this order: ``n_moves`` uniforms (move ``k`` is a
+        birth iff its uniform is below 1/2; none under bounded DP), the refresh's uniforms (one
+        call per chunk of records), then ``u_pick`` and the move uniforms (per chunk of moves).
+    n_moves : int
+        Birth/death moves (ignored under bounded DP).
+
+    Returns
+    -------
+    state : RecordState
+    info : SweepInfo
     """
     n = state.n
-    moves = n_moves if model.sample_size is not None else 0
+    moves = n_moves if target.unbounded else 0
     is_birth = rng.random(moves) < 0.5
     births = int(is_birth.sum())
     # Recompute the residual exactly once per sweep: no drift from incremental updates.
-    state = state._replace(residual=model.released_sums() - state.stats[:n].sum(axis=0))
+    state = state._replace(residual=target.released - state.stats[:n].sum(axis=0))
     if n + births <= CHUNK_ROWS:
-        proposals = Proposals(*model.propose(point, n + births))
-        state, refreshed = refresh(model, state, proposals.rows(0, n), rng)
+        proposals = Proposals(*target.propose(n + births))
+        state, refreshed = refresh(target, state, proposals.rows(0, n), _log_uniforms(rng, n))
         move_chunks = [(is_birth, proposals.rows(n))] if moves else []
     else:
         refreshed = 0
         for start, stop in _chunks(n):
-            chunk = Proposals(*model.propose(point, stop - start))
-            state, accepted = refresh(model, state, chunk, rng, start)
+            chunk = Proposals(*target.propose(stop - start))
+            log_u = _log_uniforms(rng, stop - start)
+            state, accepted = refresh(target, state, chunk, log_u, start)
             refreshed += accepted
         move_chunks = [(is_birth[start:stop], None) for start, stop in _chunks(moves)]
     counts = np.zeros(4, dtype=np.int64)
     for chunk_is_birth, born in move_chunks:
         if born is None:
-            born = Proposals(*model.propose(point, int(chunk_is_birth.sum())))
+            born = Proposals(*target.propose(int(chunk_is_birth.sum())))
         k = chunk_is_birth.shape[0]
-        window = np.arange(state.n - k, state.n + k + 1, dtype=np.int64)
-        log_prior = model.log_prior_n(point, window)
-        state, chunk_counts = birth_death(model, state, chunk_is_birth, born, log_prior, rng)
+        u_pick = rng.random(k)
+        log_u = _log_uniforms(rng, k)
+        state, chunk_counts = birth_death(target, state, chunk_is_birth, born, u_pick, log_u)
         counts += chunk_counts
     return state, SweepInfo(refreshed, n, *counts.tolist())
