@@ -49,13 +49,14 @@ def test_bernoulli_flat_prior_matches_enumeration(n_mechanism, n_dp, s_dp):
 
 
 def test_chunked_sweeps_match_enumeration(monkeypatch):
-    """Sweeps larger than ``kernels.CHUNK_ROWS`` draw proposals chunk by chunk: same target.
+    """Sweeps larger than ``kernels.records.CHUNK_ROWS`` draw proposals chunk by chunk: same
+    target.
 
     With 8-row chunks every sweep of this model (n ~ 25, 25 moves) is chunked.
     """
-    from pymc_unbounded_dp import kernels
+    from pymc_unbounded_dp.kernels import records
 
-    monkeypatch.setattr(kernels, "CHUNK_ROWS", 8)
+    monkeypatch.setattr(records, "CHUNK_ROWS", 8)
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
     model = unbounded_bernoulli(25, n_mechanism, 8.4)
     idata = pmdp.sample(model=model, random_seed=27, **{**SAMPLE, "cores": 1})  # patch stays here
