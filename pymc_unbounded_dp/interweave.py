@@ -61,9 +61,10 @@ class Interweave(BlockedStep):
         Parameters to move (model variables or value variables). Default: every continuous
         parameter (:func:`moving_parameters`).
     n_steps : int, optional
-        Random-walk Metropolis steps per iteration. Default: chosen during tuning so that one
-        iteration's walk crosses the posterior (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`),
-        at most ``max_steps``.
+        Random-walk Metropolis steps per iteration. Default: for the non-centred move, chosen during
+        tuning so that one iteration's walk crosses the posterior
+        (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`), at most ``max_steps``; for the
+        full-refresh move, 1.
     max_steps : int, default 20
         Upper bound of the automatic choice. On the paper's regression one step costs about 5% of
         a plain data-augmentation iteration and the integrated autocorrelation time falls as about
@@ -206,8 +207,12 @@ class Interweave(BlockedStep):
             return point, [self._stats(0, 0)]
         flat = np.concatenate([np.ravel(point[name]) for name in self._names]).astype(np.float64)
         if self._tuner is None:
+            # The full-refresh fallback redraws every record per step and is rarely accepted on
+            # informative releases: one step per iteration unless asked for more.
+            adapt = self.n_steps is None and self.method == "noncentred"
+            default = 10 if self.method == "noncentred" else 1
             self._tuner = rw.Tuner(
-                flat.shape[0], self.n_steps or 10, self.max_steps, adapt_steps=self.n_steps is None
+                flat.shape[0], self.n_steps or default, self.max_steps, adapt_steps=adapt
             )
         log_density, state = self._target(point, records, flat)
         state, info = rw.step(self.rng, state, log_density, self._tuner.params, self._tuner.n_steps)
