@@ -259,10 +259,19 @@ class Interweave(BlockedStep):
         """The log-density function of the move and the state at the current point."""
         if self.noncentred is not None:
             nc = self.noncentred
-            self._ancillary = nc.ancillary(nc.values(point), self.rng)
+            values = nc.values(point)
+            self._ancillary = nc.ancillary(values, self.rng)
+            # Fill the moving parameters of `values` in place from each proposed flat vector.
+            layout = self._layout(point)
+            slots = [
+                (nc.input_names.index(name), start, stop, shape, dtype)
+                for name, (start, stop, shape, dtype) in layout.items()
+            ]
 
             def log_density(position):
-                return nc.log_target(nc.values(self._with_position(point, position)), self._ancillary), None
+                for index, start, stop, shape, dtype in slots:
+                    values[index] = position[start:stop].reshape(shape).astype(dtype, copy=False)
+                return nc.log_target(values, self._ancillary), None
 
             return log_density, rw.init(flat, log_density)
 
