@@ -37,6 +37,7 @@ from pymc.step_methods.compound import BlockedStep, Competence
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp.kernels import interweave as rw
+from pymc_unbounded_dp.kernels._noise import residual_log_density
 from pymc_unbounded_dp.noncentred import NonCentredModel, build_noncentred, describe_forms
 
 __all__ = ["Interweave", "moving_parameters"]
@@ -278,14 +279,12 @@ class Interweave(BlockedStep):
         compiled = self.compiled
         n = records[0].shape[0]
         released = compiled.released_sums()
+        noise = compiled.noise
 
         def log_release(stats):
-            residual = released - stats.sum(axis=0)
-            start, total = 0, 0.0
-            for spec, size in zip(compiled.blocks.sums, (int(np.prod(s.shape)) for s in compiled.blocks.sums)):
-                total += float(spec.mechanism.logpdf(residual[start : start + size]).sum())
-                start += size
-            return total
+            out = np.empty(released.shape[0])
+            residual_log_density(released - stats.sum(axis=0), out, *noise[:4])
+            return float(out.sum())
 
         def log_prior(at):
             return float(self._log_prior(*(at[v.name] for v in compiled.model.value_vars)))
