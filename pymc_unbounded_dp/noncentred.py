@@ -51,7 +51,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import clone_replace
 from pytensor.tensor import random as ptr
 from pytensor.tensor.random.op import RandomVariable
-from pytensor.tensor.slinalg import cholesky, solve_triangular
+from pytensor.tensor.linalg import cholesky, solve_triangular
 from scipy import special
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
