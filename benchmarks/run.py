@@ -9,7 +9,11 @@ Sections (``--only`` picks some, comma-separated):
 * ``kernels``: record updates per second of the compiled refresh, scalar and 9-dim statistic,
   N = 1e3 ... 1e6, whole sweep and numba loop alone;
 * ``atus``: the ATUS model (n = 6656), seconds per iteration, bounded and unbounded;
-* ``memory``: peak memory while sampling, against N and against the number of draws.
+* ``memory``: peak memory while sampling, against N and against the number of draws;
+* ``ess``: effective draws per second (bulk ESS/s, IAT) of ``pmdp.sample`` with the interweaving
+  move (the default) against ``interweave=False`` and the reference sampler, same release, on the
+  regression (user-written model with NUTS; example model with its conjugate step), ATUS, a
+  two-group model and Bernoulli/Poisson counts (``chains=2, cores=1``).
 
 Everything runs on one core: BLAS/OpenMP/numba thread pools are limited to one thread before
 NumPy is imported (on a shared 2-core machine, multi-threaded OpenBLAS on 2x2 solves was 40x slower).
@@ -33,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SECTIONS = ("regression", "profile", "kernels", "atus", "memory")
+SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess")
 
 
 def main(argv=None) -> int:
@@ -54,6 +58,7 @@ def main(argv=None) -> int:
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
 
+    import bench_ess
     import bench_kernels
     import bench_memory
     import bench_sampling
@@ -65,6 +70,7 @@ def main(argv=None) -> int:
         "kernels": bench_kernels.run,
         "atus": bench_sampling.atus,
         "memory": bench_memory.run,
+        "ess": bench_ess.run,
     }
     info = machine()
     print(f"# pmdp benchmarks ({'quick' if args.quick else 'full'})")
