@@ -27,7 +27,14 @@ class ThisPythonKernel(KernelManager):
 
 
 @pytest.mark.parametrize(
-    "name", ["quickstart.ipynb", "unbounded_sample_size.ipynb", "regression.ipynb", "atus.ipynb"]
+    "name",
+    [
+        "quickstart.ipynb",
+        "unbounded_sample_size.ipynb",
+        "regression.ipynb",
+        "atus.ipynb",
+        "interweaving.ipynb",
+    ],
 )
 def test_notebook_runs_in_quick_mode(name, monkeypatch):
     monkeypatch.setenv("PMDP_NOTEBOOK_QUICK", "1")
