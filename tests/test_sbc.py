@@ -1,4 +1,6 @@
-"""Simulation-based calibration (Talts et al. 2018) of both samplers.
+"""Simulation-based calibration (Talts et al. 2018) of both plain data-augmentation samplers.
+
+(The default samplers, with the interweaving move, have their own SBC in ``test_interweave.py``.)
 
 Truths are drawn from the prior, data from the model and the mechanisms; the rank of each truth
 among (thinned) posterior draws must be uniform. One compiled model and step serve all
@@ -33,7 +35,7 @@ def test_sbc_bounded():
         theta = pm.Beta("theta", 2, 2)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=15)
         pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=s_observed)
-        step = pmdp.DataAugmentation()
+        step = pmdp.DataAugmentation(interweave=False)
         ranks = []
         for rep in range(REPLICATIONS):
             theta_true = rng.beta(2, 2)
@@ -54,7 +56,7 @@ def test_sbc_unbounded_theta_and_n():
         n = pmdp.SampleSize("n", n_dp=n_observed, mechanism=N_MECHANISM, prior=pm.Poisson.dist(15))
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
         pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=s_observed)
-        step = pmdp.ReversibleJump(n_moves=8)
+        step = pmdp.ReversibleJump(n_moves=8, interweave=False)
         theta_ranks, n_ranks = [], []
         for rep in range(REPLICATIONS):
             theta_true, n_true = rng.beta(2, 2), rng.poisson(15)
