@@ -144,6 +144,7 @@ class Interweave(BlockedStep):
         self._log_prior = None if self.noncentred is not None else self._compile_log_prior(model)
         self._tuner: rw.Tuner | None = None
         self._slices: dict | None = None
+        self._last_exit: np.ndarray | None = None
 
     @staticmethod
     def _moving(model: pm.Model, compiled: CompiledModel, vars) -> list:
@@ -212,14 +213,21 @@ class Interweave(BlockedStep):
             # informative releases: one step per iteration unless asked for more.
             adapt = self.n_steps is None and self.method == "noncentred"
             default = 10 if self.method == "noncentred" else 1
+            cost = max(f.relative_cost for f in self.noncentred.forms) if adapt else 0.0
             self._tuner = rw.Tuner(
-                flat.shape[0], self.n_steps or default, self.max_steps, adapt_steps=adapt
+                flat.shape[0], self.n_steps or default, self.max_steps, adapt_steps=adapt,
+                relative_cost=cost,
             )
+            self._last_exit = None
+        steps = self._tuner.n_steps if self.tune else self._tuner.final_steps()
+        if steps == 0:
+            return point, [self._stats(0, 0)]
         log_density, state = self._target(point, records, flat)
-        state, info = rw.step(self.rng, state, log_density, self._tuner.params, self._tuner.n_steps)
-        steps = self._tuner.n_steps
+        state, info = rw.step(self.rng, state, log_density, self._tuner.params, steps)
         if self.tune:
-            self._tuner.update(state.position, info)
+            centred = None if self._last_exit is None else flat - self._last_exit
+            self._tuner.update(state.position, info, info.jump_outer, centred)
+            self._last_exit = state.position
         if not info.accepted:
             return point, [self._stats(0, steps)]
         point = self._with_position(point, state.position)

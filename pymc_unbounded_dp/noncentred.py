@@ -237,8 +237,12 @@ class Form:
     """The non-centred form of one record variable.
 
     ``kind``: ``"location-scale"``, ``"inverse-cdf"``, ``"randomized-pit"``, ``"gammas"`` or
-    ``"cholesky"``. ``uniforms``: the shape of the auxiliary uniforms the ancillary needs per
-    record (``None``: none; ``()``: one per record row; ``"like"``: one per record entry).
+    ``"cholesky"``. ``uniforms``: the auxiliary uniforms the ancillary needs (``None``: none;
+    ``"row"``: one per record; ``"like"``: one per record entry). ``relative_cost``: a rough,
+    fixed estimate of one evaluation of the non-centred target as a fraction of a plain
+    data-augmentation iteration (affine maps ~0.05; special functions and searches per record
+    cost more), used to decide whether extra steps pay for themselves; fixed numbers rather than
+    timings, so that a seed reproduces the run.
     """
 
     name: str
@@ -246,6 +250,7 @@ class Form:
     ancillary: Callable  # (rv, params, v) -> u, in terms of model random variables
     records: Callable  # (u, rv, params) -> x
     uniforms: str | None = None
+    relative_cost: float = 0.05  # one evaluation, as a fraction of a plain iteration (rough)
 
 
 def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
@@ -261,9 +266,11 @@ def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
     ):
         return _location_scale_form(spec.name, location_scale)
     if isinstance(op, ptr.basic.DirichletRV):
-        return Form(spec.name, "gammas", _dirichlet_ancillary, _dirichlet_records, uniforms="row")
+        return Form(spec.name, "gammas", _dirichlet_ancillary, _dirichlet_records, uniforms="row",
+                    relative_cost=5.0)
     if isinstance(op, ptr.basic.MvNormalRV):
-        return Form(spec.name, "cholesky", _mvnormal_ancillary, _mvnormal_records)
+        return Form(spec.name, "cholesky", _mvnormal_ancillary, _mvnormal_records,
+                    relative_cost=0.1)
     if rv.ndim != 1:  # univariate records only below (record axis only)
         return None
     if _is_discrete(rv):
@@ -273,6 +280,7 @@ def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
             spec.name, "inverse-cdf",
             ancillary=lambda rv, params, v: pt.exp(pm.logcdf(rv, rv)),
             records=lambda u, rv, params: pm.icdf(rv, u),
+            relative_cost=0.5,
         )
     return None
 
@@ -299,7 +307,9 @@ def _location_scale_form(name: str, form: _LocationScale) -> Form:
 
 def _discrete_form(name: str, rv, op) -> Form | None:
     cdf = _DISCRETE_CDFS.get(type(op))
+    cost = 1.0
     if isinstance(op, ptr.basic.BernoulliRV):
+        cost = 0.05
 
         def records(u, rv, params):
             return pt.gt(u, 1.0 - params[0])
@@ -334,7 +344,7 @@ def _discrete_form(name: str, rv, op) -> Form | None:
         below, at = bounds(rv, params)
         return below + (at - below) * v
 
-    return Form(name, "randomized-pit", ancillary, records, uniforms="like")
+    return Form(name, "randomized-pit", ancillary, records, uniforms="like", relative_cost=cost)
 
 
 def _dirichlet_ancillary(rv, params, v):

@@ -169,13 +169,17 @@ class RecordsStep(BlockedStep):
         self._state.stats[:n] = self.compiled.statistics(current)
 
 
-def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool) -> list:
-    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move."""
-    if not isinstance(interweave, bool):
-        raise TypeError(f"`interweave` must be True or False, got {interweave!r}.")
-    if not interweave or not moving_parameters(model, compiled):
+def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
+    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move;
+    a dict ``interweave`` holds keyword arguments of :class:`Interweave`."""
+    if not isinstance(interweave, bool | dict):
+        raise TypeError(
+            f"`interweave` must be True, False or a dict of Interweave options, got {interweave!r}."
+        )
+    if interweave is False or not moving_parameters(model, compiled):
         return []
-    return [Interweave(model=model)]
+    options = interweave if isinstance(interweave, dict) else {}
+    return [Interweave(model=model, **options)]
 
 
 def _parameter_steps(
@@ -267,7 +271,7 @@ class DataAugmentation(CompoundStep):
         self,
         parameter_step=None,
         *,
-        interweave: bool = True,
+        interweave: bool | dict = True,
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -359,7 +363,7 @@ class ReversibleJump(DataAugmentation):
         parameter_step=None,
         *,
         n_moves: int | None = None,
-        interweave: bool = True,
+        interweave: bool | dict = True,
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -398,7 +402,7 @@ def augmentation_step(
     parameter_step=None,
     *,
     n_moves: int | None = None,
-    interweave: bool = True,
+    interweave: bool | dict = True,
     keep_records: int | None = None,
     step_kwargs: dict | None = None,
 ) -> DataAugmentation:

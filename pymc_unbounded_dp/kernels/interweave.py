@@ -73,12 +73,14 @@ class RWInfo(NamedTuple):
     ``squared_jump``: sum over the steps of the accepted jumps' squared length in the proposal's
     whitened coordinates (``|scale * z|^2`` when accepted, else 0).
     ``accept_probability``: sum over the steps of ``min(1, exp(log ratio))``.
+    ``jump_outer``: sum over the accepted steps of the outer product of the jump (parameter scale).
     """
 
     accepted: int
     proposed: int
     squared_jump: float
     accept_probability: float
+    jump_outer: np.ndarray | None = None
 
 
 def accept(log_ratio: float, log_u: float) -> bool:
@@ -132,8 +134,10 @@ def step(
     jumps = rng.standard_normal((n_steps, d)) * params.scale
     log_u = np.log(rng.random(n_steps))
     accepted, squared_jump, probability = 0, 0.0, 0.0
+    jump_outer = np.zeros((d, d))
     for k in range(n_steps):
-        proposal = state.position + params.chol @ jumps[k]
+        jump = params.chol @ jumps[k]
+        proposal = state.position + jump
         log_density, extra = log_density_fn(proposal)
         log_ratio = log_density - state.log_density
         probability += math.exp(min(log_ratio, 0.0)) if log_ratio == log_ratio else 0.0
@@ -141,11 +145,19 @@ def step(
             state = RWState(proposal, float(log_density), extra)
             accepted += 1
             squared_jump += float(jumps[k] @ jumps[k])
-    return state, RWInfo(accepted, n_steps, squared_jump, probability)
+            jump_outer += np.outer(jump, jump)
+    return state, RWInfo(accepted, n_steps, squared_jump, probability, jump_outer)
 
 
-def steps_for(dimension: int, squared_jump_per_step: float, max_steps: int) -> int:
-    """Steps per iteration so that one iteration's random walk crosses the posterior.
+def steps_for(
+    dimension: int,
+    squared_jump_per_step: float,
+    max_steps: int,
+    centred_squared_jump: float = 0.0,
+    relative_cost: float = 0.0,
+) -> int:
+    """Steps per iteration: enough for one iteration's random walk to cross the posterior, if the
+    steps pay for themselves.
 
     In coordinates whitened by the posterior covariance, a random walk with mean squared jump
     ``e`` per step has, after ``K`` steps, a lag-one autocorrelation of about
@@ -153,7 +165,16 @@ def steps_for(dimension: int, squared_jump_per_step: float, max_steps: int) -> i
     the non-centred move then nearly decorrelates ``theta`` every iteration (the prototype on the
     paper's regression measured an integrated autocorrelation time of about ``1 + 60 / K`` with
     ``d = 9``). Clipped to ``1 .. max_steps``.
+
+    A step is worth its cost only if it moves ``theta`` more than the rest of the iteration does per
+    unit of cost: with ``c`` the squared jump of the rest of the iteration (the centred steps, same
+    coordinates) and ``relative_cost`` the cost of one step as a fraction of the rest of the
+    iteration, the gain per cost ``(c + K e) / (1 + K relative_cost)`` grows with ``K`` only if
+    ``e > relative_cost * c``. Otherwise (little missing information: the centred step already
+    mixes, and ``theta`` given the ancillaries is narrow) this returns 0.
     """
+    if squared_jump_per_step <= relative_cost * centred_squared_jump:
+        return 0
     if not squared_jump_per_step > 0:
         return max_steps
     return int(min(max(math.ceil(5.0 * dimension / squared_jump_per_step), 1), max_steps))
@@ -165,9 +186,12 @@ class Tuner:
     * Covariance: the draws of each window (windows double: 25, 50, 100, ... iterations) give the
       next proposal covariance, ``(m / (m + 5)) C + 1e-3 (5 / (m + 5)) I`` as in Stan, with its
       Cholesky factor as ``chol``.
-    * Scale: after every step, ``log scale += gain * (alpha - 0.234)`` with ``alpha`` that step's
-      acceptance probability and a gain that decays within each window.
-    * Steps: at the end of each window, :func:`steps_for` of the window's mean squared jump.
+    * Scale: after every iteration, ``log scale += gain * (alpha - 0.234)`` with ``alpha`` the
+      iteration's mean acceptance probability and a gain that decays within each window.
+    * Steps: at the end of each window, :func:`steps_for` of the window's mean squared jump per
+      step, and of the squared jump of the rest of the iteration (``theta`` at entry minus
+      ``theta`` at the previous exit), both whitened by the new covariance. During tuning at
+      least one step is kept (to go on measuring); :meth:`final_steps` may be 0.
 
     Call :meth:`update` once per tuning iteration; nothing changes after tuning, so the draws use a
     fixed kernel.
@@ -181,16 +205,27 @@ class Tuner:
         Upper bound for the automatically chosen number of steps.
     adapt_steps : bool
         ``False`` keeps ``n_steps`` (a user's choice) for the whole run.
+    relative_cost : float
+        Cost of one step as a fraction of the rest of an iteration (see :func:`steps_for`).
     """
 
     first_window = 25
 
-    def __init__(self, dimension: int, n_steps: int, max_steps: int, adapt_steps: bool = True):
+    def __init__(
+        self,
+        dimension: int,
+        n_steps: int,
+        max_steps: int,
+        adapt_steps: bool = True,
+        relative_cost: float = 0.0,
+    ):
         self.dimension = dimension
         self.max_steps = max_steps
         self.adapt_steps = adapt_steps
+        self.relative_cost = relative_cost
         self.n_steps = n_steps
         self.params = RWParams(chol=np.eye(dimension), scale=0.1 / math.sqrt(dimension))
+        self._chosen = n_steps
         self._window = self.first_window
         self._start_window()
 
@@ -199,16 +234,33 @@ class Tuner:
         self._steps_seen = 0
         self._mean = np.zeros(self.dimension)
         self._m2 = np.zeros((self.dimension, self.dimension))
-        self._jump = 0.0
+        self._jumps = np.zeros((self.dimension, self.dimension))  # sum of accepted jump outer products
+        self._centred = np.zeros((self.dimension, self.dimension))  # same, rest of the iteration
+        self._centred_seen = 0
 
-    def update(self, position: np.ndarray, info: RWInfo) -> None:
-        """Record one tuning iteration's end point and the move's counts."""
+    def final_steps(self) -> int:
+        """Steps per iteration after tuning (0: the move does not pay for itself here)."""
+        return self._chosen if self.adapt_steps else self.n_steps
+
+    def update(
+        self,
+        position: np.ndarray,
+        info: RWInfo,
+        jumps: np.ndarray | None = None,
+        centred_jump: np.ndarray | None = None,
+    ) -> None:
+        """Record one tuning iteration: its end point, the move's counts, the sum of the outer
+        products of its accepted jumps, and the displacement of the rest of the iteration."""
         self._seen += 1
         delta = position - self._mean
         self._mean += delta / self._seen
         self._m2 += np.outer(delta, position - self._mean)
         self._steps_seen += info.proposed
-        self._jump += info.squared_jump
+        if jumps is not None:
+            self._jumps += jumps
+        if centred_jump is not None:
+            self._centred += np.outer(centred_jump, centred_jump)
+            self._centred_seen += 1
         if info.proposed:
             gain = 1.0 / math.sqrt(1.0 + self._steps_seen / info.proposed)
             mean_probability = info.accept_probability / info.proposed
@@ -221,17 +273,21 @@ class Tuner:
         m = self._seen
         covariance = self._m2 / max(m - 1, 1)
         covariance = (m / (m + 5.0)) * covariance + 1e-3 * (5.0 / (m + 5.0)) * np.eye(self.dimension)
-        # The jumps were measured in the old proposal's whitened coordinates; express them in the
-        # new one's, so that the step count and the scale carry over.
         old_chol = self.params.chol
         try:
             chol = np.linalg.cholesky(covariance)
         except np.linalg.LinAlgError:
             chol = old_chol
+        # Keep the proposal's size: the new shape gets the scale that matches the old one's trace.
         ratio = math.sqrt(np.trace(old_chol @ old_chol.T) / np.trace(chol @ chol.T))
-        jump = self._jump / max(self._steps_seen, 1) * ratio**2
         self.params = RWParams(chol=chol, scale=self.params.scale * ratio)
         if self.adapt_steps:
-            self.n_steps = steps_for(self.dimension, jump, self.max_steps)
+            precision = np.linalg.inv(chol @ chol.T)
+            jump = float(np.sum(precision * self._jumps)) / max(self._steps_seen, 1)
+            centred = float(np.sum(precision * self._centred)) / max(self._centred_seen, 1)
+            self._chosen = steps_for(
+                self.dimension, jump, self.max_steps, centred, self.relative_cost
+            )
+            self.n_steps = max(self._chosen, 1)
         self._window *= 2
         self._start_window()
