@@ -27,6 +27,8 @@ so it composes with :class:`~pymc_unbounded_dp.DataAugmentation` and
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pymc as pm
 from pymc.logprob.utils import replace_rvs_by_values
@@ -97,7 +99,7 @@ class Interweave(BlockedStep):
     """
 
     name = "dp_interweave"
-    stats_dtypes_shapes = {
+    stats_dtypes_shapes: ClassVar[dict] = {
         "tune": (bool, []),
         "interweave_accept_rate": (np.float64, []),
         "interweave_steps": (np.int64, []),

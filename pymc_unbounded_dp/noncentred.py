@@ -50,8 +50,8 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.graph.replace import clone_replace
 from pytensor.tensor import random as ptr
-from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.linalg import cholesky, solve_triangular
+from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on

@@ -76,14 +76,14 @@ def at_point(model, step, a=1.7, b=0.8):
 
 
 def test_each_family_gets_its_form(family):
-    name, model, step, kind, _ = family
+    _, model, step, kind, _ = family
     assert step.method == "noncentred"
     assert describe_forms(model, compile_model(model).blocks) == {"x": kind}
 
 
 def test_records_round_trip_exactly(family):
     """``g(theta, h(x, theta))`` gives the records back (also for the randomized PIT's random u)."""
-    name, model, step, kind, _ = family
+    _, model, step, _, _ = family
     point, records = at_point(model, step)
     nc = step.noncentred
     u = nc.ancillary(nc.values(point), np.random.default_rng(1))
@@ -96,7 +96,7 @@ def test_records_round_trip_exactly(family):
 
 def test_ancillaries_have_their_law(family):
     """Records drawn at theta give ancillaries with a law free of theta (KS test, 4,000 rows)."""
-    name, model, step, kind, law = family
+    name, model, step, _, law = family
     point, _ = at_point(model, step)
     nc = step.noncentred
     (u,) = nc.ancillary(nc.values(point), np.random.default_rng(2))
@@ -110,7 +110,7 @@ def test_ancillaries_have_their_law(family):
 def test_log_target_is_prior_plus_release_at_the_current_records(family):
     """At the current theta, the non-centred target equals PyMC's log prior (with Jacobians) plus
     the release's log density of the current records: the map adds no Jacobian."""
-    name, model, step, kind, _ = family
+    _, model, step, _, _ = family
     point, _ = at_point(model, step)
     nc = step.noncentred
     values = nc.values(point)

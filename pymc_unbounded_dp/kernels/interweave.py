@@ -140,7 +140,7 @@ def step(
         proposal = state.position + jump
         log_density, extra = log_density_fn(proposal)
         log_ratio = log_density - state.log_density
-        probability += math.exp(min(log_ratio, 0.0)) if log_ratio == log_ratio else 0.0
+        probability += 0.0 if math.isnan(log_ratio) else math.exp(min(log_ratio, 0.0))
         if accept(log_ratio, log_u[k]):
             state = RWState(proposal, float(log_density), extra)
             accepted += 1
