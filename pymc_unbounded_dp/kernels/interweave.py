@@ -132,7 +132,8 @@ def step(
     """
     d = state.position.shape[0]
     jumps = rng.standard_normal((n_steps, d)) * params.scale
-    log_u = np.log(rng.random(n_steps))
+    with np.errstate(divide="ignore"):  # u = 0 (probability 2^-53) is log u = -inf: accept
+        log_u = np.log(rng.random(n_steps))
     accepted, squared_jump, probability = 0, 0.0, 0.0
     jump_outer = np.zeros((d, d))
     for k in range(n_steps):
