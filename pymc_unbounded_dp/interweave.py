@@ -45,6 +45,8 @@ from pymc_unbounded_dp.noncentred import NonCentredModel, build_noncentred, desc
 __all__ = ["Interweave", "moving_parameters"]
 
 _METHODS = ("auto", "noncentred", "full-refresh")
+#: At most this many full-refresh steps per iteration when the number is chosen automatically.
+FULL_REFRESH_MAX_STEPS = 5
 
 
 def moving_parameters(model: pm.Model, compiled: CompiledModel) -> list:
@@ -67,7 +69,8 @@ class Interweave(BlockedStep):
         Random-walk Metropolis steps per iteration. Default: for the non-centred move, chosen during
         tuning so that one iteration's walk crosses the posterior
         (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`), at most ``max_steps``; for the
-        full-refresh move, 1.
+        full-refresh move, 1 at first and at most 5. Either may become 0 after tuning where the move
+        does not pay for its cost.
     max_steps : int, default 20
         Upper bound of the automatic choice. On the paper's regression one step costs about 5% of
         a plain data-augmentation iteration and the integrated autocorrelation time falls as about
@@ -211,13 +214,16 @@ class Interweave(BlockedStep):
             return point, [self._stats(0, 0)]
         flat = np.concatenate([np.ravel(point[name]) for name in self._names]).astype(np.float64)
         if self._tuner is None:
-            # The full-refresh fallback redraws every record per step and is rarely accepted on
-            # informative releases: one step per iteration unless asked for more.
-            adapt = self.n_steps is None and self.method == "noncentred"
-            default = 10 if self.method == "noncentred" else 1
-            cost = max(f.relative_cost for f in self.noncentred.forms) if adapt else 0.0
+            # The full-refresh fallback redraws every record per step (about half a plain
+            # iteration) and is rarely accepted on informative releases: it starts with one step
+            # and takes at most FULL_REFRESH_MAX_STEPS.
+            if self.method == "noncentred":
+                default, most = 10, self.max_steps
+                cost = max(f.relative_cost for f in self.noncentred.forms)
+            else:
+                default, most, cost = 1, min(self.max_steps, FULL_REFRESH_MAX_STEPS), 0.5
             self._tuner = rw.Tuner(
-                flat.shape[0], self.n_steps or default, self.max_steps, adapt_steps=adapt,
+                flat.shape[0], self.n_steps or default, most, adapt_steps=self.n_steps is None,
                 relative_cost=cost,
             )
             self._last_exit = None
