@@ -234,7 +234,7 @@ class Interweave(BlockedStep):
         state, info = rw.step(self.rng, state, log_density, self._tuner.params, steps)
         if self.tune:
             centred = None if self._last_exit is None else flat - self._last_exit
-            self._tuner.update(state.position, info, info.jump_outer, centred)
+            self._tuner.update(state.position, info, centred)
             self._last_exit = state.position
         if not info.accepted:
             return point, [self._stats(0, steps)]

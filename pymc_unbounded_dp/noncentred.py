@@ -381,11 +381,9 @@ def describe_forms(model: pm.Model, blocks: ModelBlocks) -> dict[str, str | None
     return forms
 
 
-def _moving_rvs(model: pm.Model, names: tuple[str, ...] | None = None) -> list:
-    values = {v.name: rv for rv, v in model.rvs_to_values.items() if rv in model.free_RVs}
-    if names is None:
-        return list(model.free_RVs)
-    return [values[name] for name in names]
+def _moving_rvs(model: pm.Model) -> list:
+    """The parameters the interweaving step moves by default: the continuous free variables."""
+    return [rv for rv in model.free_RVs if rv.dtype.startswith("float")]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def test_tuner_learns_the_covariance_and_turns_a_useless_move_off():
     for _ in range(175):  # windows end at 25, 75, 175
         position = chol @ rng.standard_normal(2)
         info = rw.RWInfo(1, 10, 1e-4, 2.34, np.eye(2) * 1e-6)  # tiny accepted jumps
-        tuner.update(position, info, info.jump_outer, position - previous)
+        tuner.update(position, info, position - previous)
         previous = position
     estimate = tuner.params.chol @ tuner.params.chol.T
     np.testing.assert_allclose(estimate, covariance, rtol=0.35, atol=0.35)

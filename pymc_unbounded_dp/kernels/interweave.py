@@ -247,18 +247,17 @@ class Tuner:
         self,
         position: np.ndarray,
         info: RWInfo,
-        jumps: np.ndarray | None = None,
         centred_jump: np.ndarray | None = None,
     ) -> None:
-        """Record one tuning iteration: its end point, the move's counts, the sum of the outer
-        products of its accepted jumps, and the displacement of the rest of the iteration."""
+        """Record one tuning iteration: its end point, the move's counts and accepted jumps
+        (``info``), and the displacement of the rest of the iteration."""
         self._seen += 1
         delta = position - self._mean
         self._mean += delta / self._seen
         self._m2 += np.outer(delta, position - self._mean)
         self._steps_seen += info.proposed
-        if jumps is not None:
-            self._jumps += jumps
+        if info.jump_outer is not None:
+            self._jumps += info.jump_outer
         if centred_jump is not None:
             self._centred += np.outer(centred_jump, centred_jump)
             self._centred_seen += 1
