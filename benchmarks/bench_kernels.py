@@ -32,7 +32,7 @@ def _kernel_model(kind: str, n: int):
 
 def sweeper(model, n: int, n_moves: int = 0, seed: int = 1):
     """A function running one ``kernels.sweep`` of ``model``'s records (state kept between calls)."""
-    compiled = compile_model(model)
+    compiled = compile_model(model).tables[0]
     point = model.initial_point()
     rng = np.random.default_rng(seed)
     holder = {"state": kernels.init(compiled.record_target(point), n, rng)}
@@ -48,7 +48,7 @@ def sweeper(model, n: int, n_moves: int = 0, seed: int = 1):
 def measure(kind: str, n: int, min_time: float = 0.2, repeats: int = 5) -> dict:
     """Seconds per sweep, per numba loop and per proposal batch of ``n`` records."""
     model = _kernel_model(kind, n)
-    compiled = compile_model(model)
+    compiled = compile_model(model).tables[0]
     point = model.initial_point()
     rng = np.random.default_rng(1)
     sweep = sweeper(model, n)

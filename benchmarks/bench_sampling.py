@@ -41,7 +41,7 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None, n_
 
     from pymc_unbounded_dp._compile import compile_model
 
-    unbounded = compile_model(model).sample_size is not None
+    unbounded = compile_model(model).unbounded
     with model:
         kwargs = {"n_moves": n_moves} if n_moves is not None else {}
         if unbounded:
@@ -52,7 +52,7 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None, n_
         idata, _, cpu = timed(
             lambda: pm.sample(draws=draws, tune=tune, step=step, random_seed=seed, **SAMPLE)
         )
-    return idata, cpu, sampling_seconds(idata), step.records_step.n_moves
+    return idata, cpu, sampling_seconds(idata), step.records_step.n_moves[0]
 
 
 def _warm_up(step) -> None:
@@ -263,10 +263,10 @@ def _components(model) -> list[Row]:
     from _models import regression_conjugate_step
 
     section = f"{PROFILE}: components without the profiler"
-    compiled = compile_model(model)
+    compiled = compile_model(model).tables[0]
     n0 = compiled.sample_size.initial
     with model:
-        n_moves = pmdp.ReversibleJump().records_step.n_moves
+        n_moves = pmdp.ReversibleJump().records_step.n_moves[0]
     sweep_s = best_time(sweeper(model, n0, n_moves), 5, 0.2)
     gibbs = regression_conjugate_step(model)
     point = model.initial_point()
@@ -307,7 +307,7 @@ def atus(quick: bool) -> tuple[list[Row], dict]:
         gibbs_per_iteration = gibbs_seconds / (tune + draws)
         alpha_gibbs = _draws(idata, "alpha").reshape(-1, 3)
         # the record sweep alone (refresh, + birth/death under unbounded DP) at the same settings
-        compiled = compile_model(model)
+        compiled = compile_model(model).tables[0]
         n0 = compiled.fixed_n if bounded else compiled.sample_size.initial
         sweep_s = best_time(sweeper(model, n0, n_moves), 3, 0.2)
         target = "<= 2" if not bounded else ""

@@ -1,6 +1,8 @@
 """Model compilation: find the privacy blocks in a ``pm.Model`` and build the compiled pieces.
 
-Built once per model (and cached), shared by the step methods, MCEM and the benchmarks:
+Built once per model (and cached), shared by the step methods, MCEM and the benchmarks. A model
+has one or more *record tables* (:class:`~pymc_unbounded_dp.blocks.TableSpec`: record variables
+with one ``n`` and the sums released from them); each gets a :class:`CompiledTable` with
 
 * ``propose(point, m)``: ``m`` fresh records drawn ancestrally from the record model at the
   parameters in ``point``, together with their per-record statistics ``t`` (``m x D``, all
@@ -29,16 +31,28 @@ from pymc.pytensorf import find_rng_nodes, reseed_rngs
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, with_record_count
-from pymc_unbounded_dp.blocks import ModelBlocks, SampleSizeSpec, model_blocks, observed_value
+from pymc_unbounded_dp.blocks import (
+    ModelBlocks,
+    RecordsSpec,
+    SampleSizeSpec,
+    TableSpec,
+    model_blocks,
+    observed_value,
+)
 from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget
 
 
 @dataclass(eq=False)
-class CompiledModel:
-    """The compiled pieces of a differentially private model (see the module docstring)."""
+class CompiledTable:
+    """The compiled pieces of one record table (see the module docstring).
+
+    All functions take PyMC's point (the value variables, transformed scale); the records of the
+    table depend on the parameters only (never on another table), so each table is imputed on its
+    own.
+    """
 
     model: pm.Model
-    blocks: ModelBlocks
+    spec: TableSpec
     input_names: tuple[str, ...]
     input_dtypes: tuple[np.dtype, ...]
     noise: NoiseArrays
@@ -49,33 +63,36 @@ class CompiledModel:
 
     @property
     def sample_size(self) -> SampleSizeSpec | None:
-        """The latent sample size (unbounded DP), or ``None`` (bounded DP)."""
-        return self.blocks.sample_sizes[0] if self.blocks.sample_sizes else None
+        """The table's latent sample size (unbounded DP), or ``None`` (bounded DP)."""
+        return self.spec.sample_size
 
     @property
     def fixed_n(self) -> int | None:
         """The known number of records under bounded DP."""
-        return None if self.sample_size is not None else int(self.blocks.records[0].n)
+        return self.spec.fixed_n
+
+    @property
+    def records(self) -> tuple[RecordsSpec, ...]:
+        return self.spec.records
 
     @property
     def record_names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self.blocks.records)
-
-    @property
-    def parameter_names(self) -> tuple[str, ...]:
-        """Value-variable names of the model's parameters (everything free except ``n``)."""
-        n = self.sample_size
-        excluded = {self.model.rvs_to_values[n.rv].name} if n is not None else set()
-        return tuple(v.name for v in self.model.value_vars if v.name not in excluded)
+        return self.spec.record_names
 
     @property
     def n_value_name(self) -> str | None:
         n = self.sample_size
         return None if n is None else self.model.rvs_to_values[n.rv].name
 
+    def n_at(self, point: dict) -> int:
+        """The number of records at ``point`` (its ``n`` under unbounded DP)."""
+        name = self.n_value_name
+        return self.fixed_n if name is None else int(point[name])
+
     def released_sums(self) -> np.ndarray:
-        """The released ``s_dp`` of all sums, flattened side by side (follows ``pm.set_data``)."""
-        values = [observed_value(self.model, s.release_rv).reshape(-1) for s in self.blocks.sums]
+        """The released ``s_dp`` of the table's sums, flattened side by side (follows
+        ``pm.set_data``)."""
+        values = [observed_value(self.model, s.release_rv).reshape(-1) for s in self.spec.sums]
         return np.concatenate(values, dtype=np.float64)
 
     def released_n(self) -> float:
@@ -117,19 +134,68 @@ class CompiledModel:
         return np.broadcast_to(self._log_prior_n(*inputs, values), values.shape)
 
     def statistics(self, records: list[np.ndarray]) -> np.ndarray:
-        """The per-record statistics ``t`` (``(m, D)``) of given records."""
+        """The per-record statistics ``t`` (``(m, D)``) of given records of this table."""
         if self._statistics is None:
-            self._statistics = statistic_function(self)
+            self._statistics = statistic_function(self.spec)
         return np.asarray(self._statistics(*records))
 
     def reseed(self, seed: int) -> None:
         """Seed the random generators behind :meth:`propose` (called at the start of a chain)."""
         reseed_rngs(find_rng_nodes(self._propose.maker.fgraph.inputs), seed)
 
+    def current_records(self) -> list[np.ndarray]:
+        """The records in the model's containers (read-only views)."""
+        return [spec.data.get_value(borrow=True) for spec in self.spec.records]
+
     def set_records(self, records: list[np.ndarray]) -> None:
         """Put imputed records into the model's record containers (what PyMC's logp reads)."""
-        for spec, values in zip(self.blocks.records, records):
+        for spec, values in zip(self.spec.records, records):
             spec.data.set_value(np.asarray(values, dtype=spec.data.dtype), borrow=True)
+
+
+@dataclass(eq=False)
+class CompiledModel:
+    """The compiled pieces of a differentially private model: one :class:`CompiledTable` per
+    record table."""
+
+    model: pm.Model
+    blocks: ModelBlocks
+    tables: tuple[CompiledTable, ...]
+
+    @property
+    def unbounded(self) -> bool:
+        """Whether some table has a latent sample size."""
+        return bool(self.blocks.sample_sizes)
+
+    @property
+    def record_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.blocks.records)
+
+    @property
+    def n_value_names(self) -> tuple[str, ...]:
+        """Value-variable names of the latent sample sizes."""
+        return tuple(self.model.rvs_to_values[s.rv].name for s in self.blocks.sample_sizes)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Value-variable names of the model's parameters (everything free except the ``n``)."""
+        excluded = set(self.n_value_names)
+        return tuple(v.name for v in self.model.value_vars if v.name not in excluded)
+
+    def single_table(self, owner: str) -> CompiledTable:
+        """The only table of the model; ``owner`` explains a refusal of several tables."""
+        if len(self.tables) > 1:
+            labels = ", ".join(repr(t.spec.label) for t in self.tables)
+            raise NotImplementedError(
+                f"{owner} supports models with one record table; this model has "
+                f"{len(self.tables)} ({labels}). Use pmdp.sample for models with several tables."
+            )
+        return self.tables[0]
+
+    def reseed(self, seed: int) -> None:
+        """Seed every table's proposal generators (distinct streams derived from ``seed``)."""
+        for table, child in zip(self.tables, np.random.SeedSequence(seed).spawn(len(self.tables))):
+            table.reseed(int(child.generate_state(1)[0]))
 
 
 _CACHE: weakref.WeakKeyDictionary[pm.Model, tuple[tuple, CompiledModel]] = (
@@ -143,7 +209,7 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
     Raises
     ------
     ValueError
-        If the model has no ``Records`` or ``Records`` without any ``PrivatizedSum``.
+        If the model has no ``Records``, or a record table without any ``PrivatizedSum``.
     """
     model = modelcontext(model)
     blocks = model_blocks(model)
@@ -152,21 +218,26 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
             "The model has no pmdp.Records: there is nothing to impute. Declare the confidential "
             "records with pmdp.Records(...) and their release with pmdp.PrivatizedSum(...)."
         )
-    if not blocks.sums:
-        raise ValueError(
-            "The model has pmdp.Records but no pmdp.PrivatizedSum: without a release the records "
-            "carry no information. Add pmdp.PrivatizedSum(name, statistic, mechanism, observed)."
-        )
+    for table in blocks.tables():
+        if not table.sums:
+            names = ", ".join(repr(n) for n in table.record_names)
+            raise ValueError(
+                f"The model has pmdp.Records {names} but no pmdp.PrivatizedSum of them: without a "
+                "release the records carry no information. Add pmdp.PrivatizedSum(name, "
+                "statistic, mechanism, observed)."
+            )
     signature = (len(blocks.records), len(blocks.sums), len(blocks.sample_sizes), len(model.named_vars))
     cached = _CACHE.get(model)
     if cached is not None and cached[0] == signature:
         return cached[1]
-    compiled = _build(model, blocks)
+    compiled = CompiledModel(
+        model=model, blocks=blocks, tables=tuple(_build(model, t) for t in blocks.tables())
+    )
     _CACHE[model] = (signature, compiled)
     return compiled
 
 
-def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
+def _build(model: pm.Model, table: TableSpec) -> CompiledTable:
     value_vars = list(model.value_vars)
     free_values = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
 
@@ -176,19 +247,20 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
         )
 
     m = pt.scalar("m", dtype="int64")
-    record_rvs = [r.rv for r in blocks.records]
-    stats = _flat_statistics(blocks)
+    record_rvs = [r.rv for r in table.records]
+    stats = _flat_statistics(table.sums)
     # Parameters become their (untransformed) values first: cloning for the record count must not
     # copy the parameters' own random variables.
+    n_value = [model.rvs_to_values[table.sample_size.rv]] if table.sample_size is not None else []
     outputs = with_record_count(
-        at_values([*record_rvs, stats]), [r.data for r in blocks.records], m
+        at_values([*record_rvs, stats]), [r.data for r in table.records], m, n_value
     )
     propose = compile_pymc(
         [*value_vars, m], outputs, on_unused_input="ignore", random_seed=0, mode=KERNEL_MODE
     )
     propose.trust_input = True
 
-    n_spec = blocks.sample_sizes[0] if blocks.sample_sizes else None
+    n_spec = table.sample_size
     n_noise = NoiseArrays.of([n_spec.mechanism], [1]) if n_spec is not None else None
     log_prior_n = None
     if n_spec is not None and not n_spec.flat_prior:
@@ -199,34 +271,34 @@ def _build(model: pm.Model, blocks: ModelBlocks) -> CompiledModel:
             mode=KERNEL_MODE,
         )
 
-    return CompiledModel(
+    return CompiledTable(
         model=model,
-        blocks=blocks,
+        spec=table,
         input_names=tuple(v.name for v in value_vars),
         input_dtypes=tuple(np.dtype(v.dtype) for v in value_vars),
-        noise=NoiseArrays.of([s.mechanism for s in blocks.sums], _sizes(blocks)),
+        noise=NoiseArrays.of([s.mechanism for s in table.sums], _sizes(table.sums)),
         n_noise=n_noise,
         _propose=propose,
         _log_prior_n=log_prior_n,
     )
 
 
-def _sizes(blocks: ModelBlocks) -> list[int]:
-    return [int(np.prod(s.shape, dtype=int)) for s in blocks.sums]
+def _sizes(sums) -> list[int]:
+    return [int(np.prod(s.shape, dtype=int)) for s in sums]
 
 
-def _flat_statistics(blocks: ModelBlocks) -> pt.TensorVariable:
-    """All per-record statistics side by side as one float ``(rows, D)`` matrix."""
+def _flat_statistics(sums) -> pt.TensorVariable:
+    """The per-record statistics of ``sums`` side by side as one float ``(rows, D)`` matrix."""
     flat = [
         pt.cast(pt.reshape(s.statistic, (s.statistic.shape[0], k)), "float64")
-        for s, k in zip(blocks.sums, _sizes(blocks))
+        for s, k in zip(sums, _sizes(sums))
     ]
     return pt.concatenate(flat, axis=1) if len(flat) > 1 else flat[0]
 
 
-def statistic_function(compiled: CompiledModel):
-    """A function ``records -> t`` (``(m, D)``) for given record arrays; used by tests and MCEM."""
-    record_rvs = [r.rv for r in compiled.blocks.records]
+def statistic_function(table: TableSpec):
+    """A function ``records -> t`` (``(m, D)``) of a table's record arrays; used by tests and MCEM."""
+    record_rvs = [r.rv for r in table.records]
     inputs = [rv.type() for rv in record_rvs]
-    out = clone_replace(_flat_statistics(compiled.blocks), dict(zip(record_rvs, inputs)))
+    out = clone_replace(_flat_statistics(table.sums), dict(zip(record_rvs, inputs)))
     return compile_pymc(inputs, out, mode=KERNEL_MODE)

@@ -9,6 +9,7 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.compile.mode import Mode
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.raise_op import Assert
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NegBinomialRV, StudentTRV
 
 try:  # PyTensor >= 2.31
@@ -96,16 +97,20 @@ def depends_on(graph: pt.TensorVariable, targets: Sequence, blockers: Sequence =
     return [t for t in targets if t in found]
 
 
-def with_record_count(outputs: Sequence, containers: Sequence, m: pt.TensorVariable) -> list:
-    """Rewrite ``outputs`` so that record variables have ``m`` rows instead of their data's length.
+def with_record_count(
+    outputs: Sequence, containers: Sequence, m: pt.TensorVariable, sizes: Sequence = ()
+) -> list:
+    """Rewrite ``outputs`` so that record variables have ``m`` rows.
 
-    Non-row-wise record variables take their size from their data container's length; replacing
-    each container by an ``m``-row placeholder makes them (and everything downstream, such as
-    row-wise children and statistics) draw ``m`` fresh records.
+    Non-row-wise record variables take their size from their data container's length (known
+    ``n``) or from the latent ``n`` (``sizes``: its random variable or value variable); replacing
+    each container by an ``m``-row placeholder and each size by ``m`` makes them (and everything
+    downstream, such as row-wise children and statistics) draw ``m`` fresh records.
     """
     replacements = {
         data: pt.zeros((m, *data.get_value().shape[1:]), dtype=data.dtype) for data in containers
     }
+    replacements.update({size: pt.cast(m, size.dtype) for size in sizes})
     return list(clone_replace(list(outputs), replacements))
 
 
@@ -120,3 +125,35 @@ def quick_draw(outputs: Sequence, seed: int = 0) -> list[np.ndarray]:
 def quick_function(inputs: Sequence, outputs: Sequence):
     """Compile a function for build-time checks without C compilation."""
     return pytensor.function(list(inputs), list(outputs), mode=QUICK_MODE, on_unused_input="ignore")
+
+
+# --------------------------------------------------------------------------------------------------
+# the frozen-records guard
+# --------------------------------------------------------------------------------------------------
+class FrozenRecordsGuard(Assert):
+    """An assertion on a release's log-density: it holds only while the records are imputed.
+
+    A release's density reads the records in the model's containers. They are current only inside
+    the package's steps, which switch the model's ``imputing`` flag on around each iteration (so
+    parameter steps placed inside them, even ones compiled by the user, work); the package's own
+    graphs drop the guard (:func:`without_guards`). Any other evaluation (``pm.find_MAP``,
+    ``pm.sample`` with steps that do not impute the records, ``pm.compute_log_likelihood``,
+    ``pm.fit``) would condition on frozen records: it fails with the message instead.
+    """
+
+
+def frozen_records_guard(
+    log_density: pt.TensorVariable, message: str, imputing
+) -> pt.TensorVariable:
+    """``log_density`` behind a :class:`FrozenRecordsGuard` on the shared flag ``imputing``."""
+    return FrozenRecordsGuard(message)(log_density, imputing)
+
+
+def without_guards(graphs: Sequence) -> list:
+    """``graphs`` with every :class:`FrozenRecordsGuard` removed (for the package's own use)."""
+    guarded = {
+        var: var.owner.inputs[0]
+        for var in ancestors(list(graphs))
+        if var.owner is not None and isinstance(var.owner.op, FrozenRecordsGuard)
+    }
+    return list(clone_replace(list(graphs), guarded)) if guarded else list(graphs)

@@ -95,6 +95,7 @@ class CompleteDataLogLik:
     include_prior: bool
 
     def __post_init__(self) -> None:
+        self.table = self.compiled.single_table("pmdp.mcem")
         model = self.compiled.model
         param_names = self.compiled.parameter_names
         self.value_vars = [v for v in model.value_vars if v.name in param_names]
@@ -146,7 +147,7 @@ class CompleteDataLogLik:
         record_rvs = [r.rv for r in self.compiled.blocks.records]
         total = model.logp(vars=record_rvs, jacobian=False)
         if self.prior_of_n_depends_on_parameters:
-            n_rv = self.compiled.sample_size.rv
+            n_rv = self.table.sample_size.rv
             log_g = pm.logp(n_rv, self.n_values, warn_rvs=False)
             total = total + self._at_values([log_g])[0].sum()
         objective = total / pt.cast(self.n_values.shape[0], "float64")
@@ -157,7 +158,7 @@ class CompleteDataLogLik:
     @property
     def prior_of_n_depends_on_parameters(self) -> bool:
         """Whether ``g(n | theta)`` enters the likelihood (e.g. ``n ~ Poisson(lam)``)."""
-        n = self.compiled.sample_size
+        n = self.table.sample_size
         return n is not None and bool(depends_on(n.rv, self.param_rvs))
 
     def _natural_inputs(self, flat: pt.TensorVariable) -> dict:
@@ -223,7 +224,7 @@ class CompleteDataLogLik:
                 for name, value in self.unconstrained.split(unconstrained).items()
             }
         )
-        n_name = self.compiled.n_value_name
+        n_name = self.table.n_value_name
         if n_name is not None:
             point[n_name] = np.asarray(n, dtype=point[n_name].dtype)
         return point

@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from tqdm.auto import tqdm
 
 from pymc_unbounded_dp import kernels
-from pymc_unbounded_dp._compile import CompiledModel
+from pymc_unbounded_dp._compile import CompiledTable
 from pymc_unbounded_dp._mcem_loglik import CompleteDataLogLik
 
 
@@ -136,7 +136,7 @@ _MIN_MC_ROWS = 4
 class Run:
     """One MCEM run: the E-step/M-step loop with its schedule, stopping rule and bookkeeping."""
 
-    def __init__(self, compiled: CompiledModel, loglik: CompleteDataLogLik, options: Options, rng):
+    def __init__(self, compiled: CompiledTable, loglik: CompleteDataLogLik, options: Options, rng):
         self.compiled = compiled
         self.loglik = loglik
         self.options = options
@@ -247,7 +247,7 @@ class Run:
         u = loglik.unconstrained.join(loglik.initial_point)
         if init is not None:
             u = self._from_natural(u, init)
-        n0 = compiled.fixed_n if compiled.sample_size is None else compiled.sample_size.initial
+        n0 = compiled.spec.initial_n
         target = compiled.record_target(loglik.point(u, n0))
         self.state = kernels.init(target, n0, self.rng)
         self.n_moves = self._n_moves(n0)

@@ -29,7 +29,13 @@ from pytensor.graph.replace import clone_replace
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_unbounded_dp._graph import depends_on, quick_draw, quick_function, with_record_count
+from pymc_unbounded_dp._graph import (
+    depends_on,
+    frozen_records_guard,
+    quick_draw,
+    quick_function,
+    with_record_count,
+)
 from pymc_unbounded_dp.mechanisms import Mechanism
 
 __all__ = ["PrivatizedSum", "Records", "SampleSize"]
@@ -57,6 +63,8 @@ class SumSpec:
     mechanism: Mechanism
     release_rv: TensorVariable
     shape: tuple[int, ...]
+    #: The record variables the statistic is computed from (one table).
+    record_names: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,38 @@ class SampleSizeSpec:
     flat_prior: bool
 
 
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of records: record variables sharing one ``n``, and the sums released from them.
+
+    Records are in one table when they share a :func:`SampleSize`, when one depends on another
+    row-wise, or when one statistic uses both. Tables are independent given the parameters.
+    """
+
+    records: tuple[RecordsSpec, ...]
+    sums: tuple[SumSpec, ...]
+    sample_size: SampleSizeSpec | None
+
+    @property
+    def fixed_n(self) -> int | None:
+        """The known number of records (bounded DP), or ``None``."""
+        return None if self.sample_size is not None else int(self.records[0].n)
+
+    @property
+    def initial_n(self) -> int:
+        """The number of records in the containers when the model was built."""
+        return self.sample_size.initial if self.sample_size is not None else self.fixed_n
+
+    @property
+    def record_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.records)
+
+    @property
+    def label(self) -> str:
+        """A short name: the sample size's name, or the first record variable's."""
+        return self.sample_size.name if self.sample_size is not None else self.records[0].name
+
+
 @dataclass
 class ModelBlocks:
     """The privacy blocks of one model, in creation order."""
@@ -78,9 +118,43 @@ class ModelBlocks:
     records: list[RecordsSpec] = field(default_factory=list)
     sums: list[SumSpec] = field(default_factory=list)
     sample_sizes: list[SampleSizeSpec] = field(default_factory=list)
+    #: Pairs of record names that must be in one table (row-wise dependence, a shared statistic).
+    links: list[tuple[str, str]] = field(default_factory=list)
+    #: On while the package's steps run an iteration: the releases' densities may be evaluated
+    #: (see :class:`~pymc_unbounded_dp._graph.FrozenRecordsGuard`).
+    imputing: SharedVariable = field(
+        default_factory=lambda: pytensor.shared(np.array(False), name="dp_records_imputed")
+    )
 
     def sample_size_of(self, rv) -> SampleSizeSpec | None:
         return next((s for s in self.sample_sizes if s.rv is rv), None)
+
+    def tables(self) -> tuple[TableSpec, ...]:
+        """The record tables, in the order of their first record variable."""
+        table_of = {r.name: r.name for r in self.records}
+
+        def root(name: str) -> str:
+            while table_of[name] != name:
+                name = table_of[name]
+            return name
+
+        by_n = {}
+        for r in self.records:
+            if isinstance(r.n, TensorVariable):
+                first = by_n.setdefault(id(r.n), r.name)
+                table_of[root(r.name)] = root(first)
+        for a, b in self.links:
+            table_of[root(b)] = root(a)
+        tables = []
+        for head in dict.fromkeys(root(r.name) for r in self.records):
+            records = tuple(r for r in self.records if root(r.name) == head)
+            names = {r.name for r in records}
+            sums = tuple(s for s in self.sums if s.record_names[0] in names)
+            n = records[0].n
+            tables.append(
+                TableSpec(records, sums, self.sample_size_of(n) if isinstance(n, TensorVariable) else None)
+            )
+        return tuple(tables)
 
 
 _BLOCKS: weakref.WeakKeyDictionary[pm.Model, ModelBlocks] = weakref.WeakKeyDictionary()
@@ -89,6 +163,13 @@ _BLOCKS: weakref.WeakKeyDictionary[pm.Model, ModelBlocks] = weakref.WeakKeyDicti
 def model_blocks(model: pm.Model) -> ModelBlocks:
     """The privacy blocks registered in ``model`` (empty if none)."""
     return _BLOCKS.setdefault(model, ModelBlocks())
+
+
+def is_private_model_variable(rv) -> bool:
+    """Whether ``rv`` is a free variable of a model with privacy blocks."""
+    return any(
+        blocks.records and rv in model.free_RVs for model, blocks in list(_BLOCKS.items())
+    )
 
 
 def observed_value(model: pm.Model, rv: TensorVariable) -> np.ndarray:
@@ -140,7 +221,9 @@ def _register_release(model, name, total, mechanism: Mechanism, observed) -> Ten
     """Register ``observed ~ total + noise`` as an observed variable with the mechanism's density."""
 
     def logp(value, total):
-        return mechanism.logp(value - total)
+        return frozen_records_guard(
+            mechanism.logp(value - total), _frozen_message(name), model_blocks(model).imputing
+        )
 
     def random(total, rng=None, size=None):
         total = np.asarray(total)
@@ -155,6 +238,18 @@ def _register_release(model, name, total, mechanism: Mechanism, observed) -> Ten
             observed=observed,
             dtype="int64" if mechanism.discrete else "float64",
         )
+
+
+def _frozen_message(name: str) -> str:
+    return (
+        f"PyMC evaluated the density of the private release {name!r} outside pymc_unbounded_dp's "
+        "steps, with the latent records frozen at stale values: the answer would be wrong. "
+        "Sample with pmdp.sample(...) or pm.sample() (which assigns the package's step), or "
+        "put your parameter steps inside the package's step: "
+        "pm.sample(step=pmdp.DataAugmentation(parameter_step=...)) (ReversibleJump for a latent n). "
+        "For a maximum likelihood or MAP estimate use pmdp.mcem(map=...); for log-likelihoods "
+        "pmdp.sample(idata_kwargs={'log_likelihood': True})."
+    )
 
 
 def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None) -> TensorVariable:
@@ -196,10 +291,19 @@ def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None
     sample_size = _check_n(n, blocks)
     n_rows = sample_size.initial if sample_size is not None else int(n)
 
-    parents = depends_on(dist, [r.rv for r in blocks.records])
+    parent_rvs = depends_on(dist, [r.rv for r in blocks.records])
+    parents = [r for r in blocks.records if r.rv in parent_rvs]
+    for parent in parents:
+        if not _same_n(parent.n, n):
+            raise ValueError(
+                f"Records({name!r}): `dist` depends on records {parent.name!r}, whose n "
+                f"({_describe_n(parent.n)}) differs from `n`={_describe_n(n)}. A record variable "
+                "can depend row-wise on records of its own table only (pass the same int or the "
+                "same SampleSize as `n`, or make the dependence go through a model parameter)."
+            )
     if parents:
         # Row-wise dependence on other records: the record axis is already there.
-        parent_rows = blocks.records[0].data.get_value().shape[0]
+        parent_rows = parents[0].data.get_value().shape[0]
         conditional = clone_replace(dist, {r.rv: r.data for r in blocks.records})
         (initial,) = quick_draw([conditional], seed=_stable_seed(name))
         if initial.ndim == 0 or initial.shape[0] != parent_rows:
@@ -214,9 +318,13 @@ def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None
             [change_dist_size(dist, new_size=(rows,), expand=True)], seed=_stable_seed(name)
         )
     data = pytensor.shared(np.ascontiguousarray(initial), name=f"{name}_records")
-    rv = dist if parents else change_dist_size(dist, new_size=(data.shape[0],), expand=True)
+    # The record axis has the latent n as its length under unbounded DP, so that PyMC's forward
+    # samplers (prior and posterior predictive) draw n records for each draw of n.
+    size = sample_size.rv if sample_size is not None else data.shape[0]
+    rv = dist if parents else change_dist_size(dist, new_size=(size,), expand=True)
     rv = model.register_rv(rv, name, observed=data)
     blocks.records.append(RecordsSpec(name=name, rv=rv, data=data, n=n))
+    blocks.links.extend((parent.name, name) for parent in parents)
     return rv
 
 
@@ -236,16 +344,14 @@ def _check_n(n, blocks: ModelBlocks) -> SampleSizeSpec | None:
             raise TypeError(f"Records: `n` must be a non-negative integer, got {n!r}.")
         if isinstance(n, float) and n != int(n) or n < 0:
             raise ValueError(f"Records: `n` must be a non-negative integer, got {n!r}.")
-        n = int(n)
-    for other in blocks.records:
-        same = other.n is n if sample_size is not None else other.n == n
-        if not same:
-            raise ValueError(
-                f"Records: `n`={_describe_n(n)} differs from `n`={_describe_n(other.n)} of records "
-                f"{other.name!r}; all Records of a model share one sample size (pass the same int or "
-                "the same SampleSize variable)."
-            )
     return sample_size
+
+
+def _same_n(a, b) -> bool:
+    """Whether two ``n`` of Records are the same: one SampleSize variable, or equal ints."""
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return a is b
+    return int(a) == int(b)
 
 
 def _describe_n(n) -> str:
@@ -303,6 +409,7 @@ def PrivatizedSum(
         )
     blocks = model_blocks(model)
     statistic = _check_statistic(statistic, blocks, model, owner)
+    used = _statistic_records(statistic, blocks, owner)
     observed_array = _check_observed(observed, owner)
     shape = tuple(_record_statistic_value(statistic, blocks, owner).shape[1:])
     if observed_array.shape != shape:
@@ -325,9 +432,27 @@ def PrivatizedSum(
         statistic = statistic.astype("int64")
     release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed)
     blocks.sums.append(
-        SumSpec(name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape)
+        SumSpec(
+            name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape,
+            record_names=tuple(r.name for r in used),
+        )
     )
+    blocks.links.extend((used[0].name, other.name) for other in used[1:])
     return release
+
+
+def _statistic_records(statistic, blocks: ModelBlocks, owner: str) -> list[RecordsSpec]:
+    """The record variables ``statistic`` uses; they must be of one table (the same ``n``)."""
+    found = depends_on(statistic, [r.rv for r in blocks.records])
+    used = [r for r in blocks.records if r.rv in found]
+    for other in used[1:]:
+        if not _same_n(used[0].n, other.n):
+            raise ValueError(
+                f"{owner}: `statistic` combines records {used[0].name!r} (n={_describe_n(used[0].n)}) "
+                f"and {other.name!r} (n={_describe_n(other.n)}) of different tables; a sum over "
+                "records is released per table. Release one PrivatizedSum per table."
+            )
+    return used
 
 
 def _check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str):
@@ -366,7 +491,10 @@ def _record_statistic_value(statistic, blocks: ModelBlocks, owner: str) -> np.nd
     record_rvs = [r.rv for r in blocks.records]
     rows = pt.constant(_CHECK_ROWS, dtype="int64")
     drawn = quick_draw(
-        with_record_count(record_rvs, [r.data for r in blocks.records], rows), seed=1
+        with_record_count(
+            record_rvs, [r.data for r in blocks.records], rows, [s.rv for s in blocks.sample_sizes]
+        ),
+        seed=1,
     )
     inputs = [rv.type() for rv in record_rvs]
     fn = quick_function(inputs, [clone_replace(statistic, dict(zip(record_rvs, inputs)))])
@@ -447,15 +575,19 @@ def SampleSize(
             f"{owner}: `n_dp`={n_dp} must be an integer for {type(mechanism).__name__}; use the "
             "count as released, or a continuous mechanism if it was released with one."
         )
-    if model_blocks(model).sample_sizes:
-        raise ValueError(
-            f"{owner}: the model already has SampleSize "
-            f"{model_blocks(model).sample_sizes[0].name!r}; all Records share one sample size."
-        )
     flat_prior = prior is None
     if flat_prior:
+
+        def no_draws(rng=None, size=None):
+            raise ValueError(
+                f"{owner} has the improper flat prior on n >= 0, which has no random draws (prior "
+                "predictive sampling needs them). Give it a proper prior, e.g. "
+                f"pmdp.SampleSize({name!r}, n_dp=..., mechanism=..., prior=pm.Poisson.dist(1000))."
+            )
+
         prior = pm.CustomDist.dist(
-            logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf), dtype="int64"
+            logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf), random=no_draws,
+            dtype="int64",
         )
     else:
         _check_unregistered_dist(prior, model, owner, "prior")

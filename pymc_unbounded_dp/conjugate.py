@@ -108,11 +108,12 @@ class ConjugateGibbs(BlockedStep):
             raise TypeError(f"ConjugateGibbs: `update` must be callable, got {update!r}.")
         rvs = [self._as_free_rv(model, v) for v in vars]
         compiled = compile_model(model)
-        if compiled.sample_size is not None and any(rv is compiled.sample_size.rv for rv in rvs):
-            raise ValueError(
-                "ConjugateGibbs: the sample size is moved by the reversible-jump step; leave "
-                f"{compiled.sample_size.name!r} out of `vars`."
-            )
+        for size in compiled.blocks.sample_sizes:
+            if any(rv is size.rv for rv in rvs):
+                raise ValueError(
+                    "ConjugateGibbs: the sample size is moved by the reversible-jump step; leave "
+                    f"{size.name!r} out of `vars`."
+                )
         self.vars = [model.rvs_to_values[rv] for rv in rvs]
         self.update = update
         self.tune = True

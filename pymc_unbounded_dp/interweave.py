@@ -51,9 +51,9 @@ FULL_REFRESH_MAX_STEPS = 5
 
 def moving_parameters(model: pm.Model, compiled: CompiledModel) -> list:
     """The value variables an interweaving move changes: every continuous parameter (not ``n``)."""
-    n_name = compiled.n_value_name
+    n_names = set(compiled.n_value_names)
     return [
-        v for v in model.value_vars if v.name != n_name and v.dtype.startswith("float")
+        v for v in model.value_vars if v.name not in n_names and v.dtype.startswith("float")
     ]
 
 
@@ -206,9 +206,8 @@ class Interweave(BlockedStep):
     # -- the move ------------------------------------------------------------------------------
     def step(self, point):
         compiled = self.compiled
-        records = [spec.data.get_value(borrow=True) for spec in compiled.blocks.records]
-        n_name = compiled.n_value_name
-        if n_name is not None and records[0].shape[0] != int(point[n_name]):
+        records = [table.current_records() for table in compiled.tables]
+        if any(r[0].shape[0] != t.n_at(point) for t, r in zip(compiled.tables, records)):
             # The containers do not hold this chain's records yet (this step ran before the
             # records step in its first iteration): nothing to condition on.
             return point, [self._stats(0, 0)]
@@ -293,13 +292,11 @@ class Interweave(BlockedStep):
             return log_density, rw.init(flat, log_density)
 
         compiled = self.compiled
-        n = records[0].shape[0]
-        released = compiled.released_sums()
-        noise = compiled.noise
 
-        def log_release(stats):
+        def log_release(table, stats):
+            released = table.released_sums()
             out = np.empty(released.shape[0])
-            residual_log_density(released - stats.sum(axis=0), out, *noise[:4])
+            residual_log_density(released - stats.sum(axis=0), out, *table.noise[:4])
             return float(out.sum())
 
         def log_prior(at):
@@ -307,8 +304,16 @@ class Interweave(BlockedStep):
 
         def log_density(position):
             proposed = self._with_position(point, position)
-            new_records, stats = compiled.propose(proposed, n)
-            return log_prior(proposed) + log_release(stats), new_records
+            log_p, drawn_by_name = log_prior(proposed), {}
+            for table, table_records in zip(compiled.tables, records):
+                drawn, stats = table.propose(proposed, table_records[0].shape[0])
+                log_p += log_release(table, stats)
+                drawn_by_name.update(zip(table.record_names, drawn))
+            # In the order of the model's record variables, as the non-centred records.
+            return log_p, [drawn_by_name[name] for name in compiled.record_names]
 
-        current = log_prior(point) + log_release(compiled.statistics(records))
+        current = log_prior(point) + sum(
+            log_release(table, table.statistics(table_records))
+            for table, table_records in zip(compiled.tables, records)
+        )
         return log_density, rw.RWState(flat, current, None)

@@ -164,13 +164,14 @@ def mcem(
             "rule could never apply."
         )
     loglik = complete_data_loglik(compiled, include_prior=bool(map))
-    saved = [r.data.get_value() for r in compiled.blocks.records]
+    table = loglik.table
+    saved = [values.copy() for values in table.current_records()]
     try:
-        return Run(compiled, loglik, options, np.random.default_rng(random_seed)).run(
+        return Run(table, loglik, options, np.random.default_rng(random_seed)).run(
             init, progressbar
         )
     finally:
-        compiled.set_records(saved)
+        table.set_records(saved)
 
 
 def _positive_int(value, name: str, allow_zero: bool = False) -> int:

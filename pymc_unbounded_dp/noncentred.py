@@ -54,7 +54,7 @@ from pytensor.tensor.linalg import cholesky, solve_triangular
 from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
-from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, without_guards
 from pymc_unbounded_dp.blocks import ModelBlocks, RecordsSpec
 
 __all__ = ["NonCentredModel", "build_noncentred", "describe_forms"]
@@ -485,7 +485,7 @@ def build_noncentred(
     containers = new_records
     releases = [s.release_rv for s in blocks.sums]
     log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *releases], jacobian=True)
-    log_target = clone_replace(log_target, containers)
+    (log_target,) = without_guards([clone_replace(log_target, containers)])
     log_target_fn = compile_pymc(
         [*value_vars, *u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
     )

@@ -28,9 +28,10 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
+from pymc_unbounded_dp.blocks import is_private_model_variable
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 
-__all__ = ["DataAugmentation", "RecordsStep", "ReversibleJump"]
+__all__ = ["DataAugmentation", "PrivateDataStep", "RecordsStep", "ReversibleJump"]
 
 
 def _rate(accepted: int, proposed: int) -> float:
@@ -72,38 +73,46 @@ class RecordsStep(BlockedStep):
         self,
         vars,
         compiled: CompiledModel,
-        n_moves: int = 0,
+        n_moves: int | None = None,
         keep_records: int | None = None,
         model=None,
         blocked: bool = True,
         rng=None,
-        adapt_n_moves: bool = False,
     ):
         self.vars = list(vars)
         self.compiled = compiled
-        self._initial_moves = int(n_moves)
-        self.n_moves = int(n_moves)
-        self.adapt_n_moves = adapt_n_moves
+        self._requested_moves = n_moves
+        self.adapt_n_moves = n_moves is None
+        self.n_moves = self._initial_n_moves()
         self.keep_records = keep_records
         self.tune = True
         self.rng = np.random.default_rng(rng)
         stats = dict(self.stats_dtypes_shapes)
-        if compiled.sample_size is not None:
+        if compiled.unbounded:
             stats.update(self._unbounded_stats)
         if keep_records:
             stats["records"] = (object, None)
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
-        self._state: kernels.RecordState | None = None
-        self._published: list[np.ndarray] = []
+        self._states: list[kernels.RecordState] | None = None
+        self._published: list[list[np.ndarray]] = []
         self._iteration = 0
+
+    def _initial_n_moves(self) -> list[int]:
+        """Birth/death moves per iteration of each table (0 for a table with a known ``n``)."""
+        return [
+            0 if t.sample_size is None
+            else kernels.default_n_moves(t.spec.initial_n) if self._requested_moves is None
+            else int(self._requested_moves)
+            for t in self.compiled.tables
+        ]
 
     # -- chain bookkeeping: PyMC 5 calls set_rng, PyMC 6 setup_chain, at the start of every chain
     def set_rng(self, rng) -> None:
         self.rng = np.random.default_rng(rng)
-        self._state = None
+        self._states = None
         self._iteration = 0
-        self.n_moves = self._initial_moves
+        self.n_moves = self._initial_n_moves()
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)
@@ -117,56 +126,64 @@ class RecordsStep(BlockedStep):
         return Competence.INCOMPATIBLE
 
     def step(self, point):
-        compiled = self.compiled
-        n_name = compiled.n_value_name
-        target = compiled.record_target(point)
-        if self._state is None:
-            n = int(point[n_name]) if n_name is not None else compiled.fixed_n
-            self._state = kernels.init(target, n, self.rng)
+        tables = self.compiled.tables
+        targets = [table.record_target(point) for table in tables]
+        if self._states is None:
+            self._states = [
+                kernels.init(target, table.n_at(point), self.rng)
+                for table, target in zip(tables, targets)
+            ]
         else:
             self._adopt_changed_records()
-        if self.adapt_n_moves and self.tune:
-            self.n_moves = kernels.default_n_moves(self._state.n)
-        self._state, info = kernels.sweep(target, self._state, self.rng, self.n_moves)
-        compiled.set_records(self._state.active_records())
-        self._published = [spec.data.get_value(borrow=True) for spec in compiled.blocks.records]
-        if n_name is not None:
-            point = dict(point)
-            point[n_name] = np.asarray(self._state.n, dtype=point[n_name].dtype)
-        stats = {
-            "tune": self.tune,
-            "refresh_accept_rate": _rate(info.refresh_accepted, info.refresh_proposed),
-        }
-        if compiled.sample_size is not None:
-            stats["birth_accept_rate"] = _rate(info.births_accepted, info.births_proposed)
-            stats["death_accept_rate"] = _rate(info.deaths_accepted, info.deaths_proposed)
-            stats["n_moves"] = self.n_moves
+        totals = np.zeros(6, dtype=np.int64)
+        point = dict(point)
+        for k, (table, target) in enumerate(zip(tables, targets)):
+            if self.adapt_n_moves and self.tune and table.sample_size is not None:
+                self.n_moves[k] = kernels.default_n_moves(self._states[k].n)
+            self._states[k], info = kernels.sweep(target, self._states[k], self.rng, self.n_moves[k])
+            totals += [
+                info.refresh_accepted, info.refresh_proposed, info.births_accepted,
+                info.births_proposed, info.deaths_accepted, info.deaths_proposed,
+            ]
+            table.set_records(self._states[k].active_records())
+            if table.n_value_name is not None:
+                name = table.n_value_name
+                point[name] = np.asarray(self._states[k].n, dtype=point[name].dtype)
+        self._published = [table.current_records() for table in tables]
+        stats = {"tune": self.tune, "refresh_accept_rate": _rate(totals[0], totals[1])}
+        if self.compiled.unbounded:
+            stats["birth_accept_rate"] = _rate(totals[2], totals[3])
+            stats["death_accept_rate"] = _rate(totals[4], totals[5])
+            stats["n_moves"] = sum(self.n_moves)
         if self.keep_records:
             keep = not self.tune and self._iteration % self.keep_records == 0
-            stats["records"] = (
-                {n: r.copy() for n, r in zip(compiled.record_names, self._state.active_records())}
-                if keep
-                else None
-            )
+            stats["records"] = self._kept_records() if keep else None
             self._iteration += not self.tune
         return point, [stats]
+
+    def _kept_records(self) -> dict[str, np.ndarray]:
+        return {
+            name: records.copy()
+            for state, table in zip(self._states, self.compiled.tables)
+            for name, records in zip(table.record_names, state.active_records())
+        }
 
     def _adopt_changed_records(self) -> None:
         """Take over records that another step (:class:`~pymc_unbounded_dp.Interweave`) wrote into
         the model's containers since this step published its own (same ``n``)."""
-        specs = self.compiled.blocks.records
-        current = [spec.data.get_value(borrow=True) for spec in specs]
-        if all(a is b for a, b in zip(current, self._published)):
-            return
-        n = self._state.n
-        if any(c.shape[0] != n for c in current):
-            raise RuntimeError(
-                "The record containers were resized by another step; only the records step may "
-                "change the number of records."
-            )
-        for buffer, values in zip(self._state.records, current):
-            buffer[:n] = values
-        self._state.stats[:n] = self.compiled.statistics(current)
+        for table, state, published in zip(self.compiled.tables, self._states, self._published):
+            current = table.current_records()
+            if all(a is b for a, b in zip(current, published)):
+                continue
+            n = state.n
+            if any(c.shape[0] != n for c in current):
+                raise RuntimeError(
+                    "The record containers were resized by another step; only the records step "
+                    "may change the number of records."
+                )
+            for buffer, values in zip(state.records, current):
+                buffer[:n] = values
+            state.stats[:n] = table.statistics(current)
 
 
 def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
@@ -183,24 +200,32 @@ def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool
 
 
 def _parameter_steps(
-    model: pm.Model, compiled: CompiledModel, given, step_kwargs: dict | None
+    model: pm.Model, compiled: CompiledModel, given, step_kwargs: dict | None, only=None
 ) -> list[BlockedStep]:
-    """The given parameter steps plus PyMC's own choice for parameters they leave out."""
+    """The given parameter steps plus PyMC's own choice for parameters they leave out (of those
+    in ``only``, value variables, if given)."""
     if given is None:
         given = []
     elif isinstance(given, BlockedStep | CompoundStep):
         given = [given]
     given = [s for step in given for s in flatten_steps(step)]
+    n_names = set(compiled.n_value_names)
     for step in given:
-        if compiled.n_value_name in {v.name for v in step.vars}:
+        claimed = n_names & {v.name for v in step.vars}
+        if claimed:
             raise ValueError(
                 f"`parameter_step` {type(step).__name__} claims the sample size "
-                f"{compiled.n_value_name!r}; only the reversible-jump moves may change n."
+                f"{sorted(claimed)[0]!r}; only the reversible-jump moves may change n."
             )
-    provided, selected = assign_step_methods(model, given or None)
-    n_name = compiled.n_value_name
+    methods = [m for m in pm.STEP_METHODS if m is not PrivateDataStep]
+    provided, selected = assign_step_methods(model, given or None, methods=methods)
+    allowed = None if only is None else {v.name for v in only}
     selected = {
-        cls: [v for v in variables if v.name != n_name] for cls, variables in selected.items()
+        cls: [
+            v for v in variables
+            if v.name not in n_names and (allowed is None or v.name in allowed)
+        ]
+        for cls, variables in selected.items()
     }
     selected = {cls: variables for cls, variables in selected.items() if variables}
     if not provided and not selected:
@@ -253,6 +278,9 @@ class DataAugmentation(CompoundStep):
     step_kwargs : dict, optional
         Keyword arguments for automatically assigned steps, keyed by their lower-case name, e.g.
         ``{"nuts": {"target_accept": 0.9}}``.
+    vars : list, optional
+        Value variables to assign parameter steps to (default: all that ``parameter_step`` leaves
+        out); how ``pm.sample()`` hands this step the model's variables.
 
     Examples
     --------
@@ -275,22 +303,32 @@ class DataAugmentation(CompoundStep):
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
+        vars=None,
     ):
         model = modelcontext(model)
         compiled = compile_model(model)
         self._check_kind(compiled)
         if keep_records is not None and (not isinstance(keep_records, int) or keep_records < 1):
             raise ValueError(f"`keep_records` must be a positive integer or None, got {keep_records!r}.")
-        parameters = _parameter_steps(model, compiled, parameter_step, step_kwargs)
+        parameters = _parameter_steps(model, compiled, parameter_step, step_kwargs, only=vars)
         leaf = RecordsStep(
             self._claimed_vars(model, compiled),
             compiled,
-            n_moves=self._n_moves(compiled),
+            n_moves=self._n_moves(),
             keep_records=keep_records,
             model=model,
-            adapt_n_moves=self._adapts_n_moves(),
         )
         super().__init__([leaf, *parameters, *_interweave_steps(model, compiled, interweave)])
+
+    def step(self, point):
+        # The release densities may be evaluated (by parameter steps inside this one) only while
+        # the records are being imputed: see FrozenRecordsGuard.
+        imputing = self.records_step.compiled.blocks.imputing
+        imputing.set_value(np.array(True))
+        try:
+            return super().step(point)
+        finally:
+            imputing.set_value(np.array(False))
 
     @property
     def interweave_step(self) -> Interweave | None:
@@ -303,17 +341,15 @@ class DataAugmentation(CompoundStep):
         return self.methods[0]
 
     def _check_kind(self, compiled: CompiledModel) -> None:
-        if compiled.sample_size is not None:
+        if compiled.unbounded:
             raise ValueError(
                 "DataAugmentation is for bounded DP (known n) but the model has a SampleSize "
-                f"{compiled.sample_size.name!r}; use pmdp.ReversibleJump (or pmdp.sample)."
+                f"{compiled.blocks.sample_sizes[0].name!r}; use pmdp.ReversibleJump (or "
+                "pmdp.sample)."
             )
 
-    def _n_moves(self, compiled: CompiledModel) -> int:
+    def _n_moves(self) -> int | None:
         return 0
-
-    def _adapts_n_moves(self) -> bool:
-        return False
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
         claimed = [v for v in model.value_vars if v.name in compiled.parameter_names]
@@ -331,13 +367,15 @@ class ReversibleJump(DataAugmentation):
     Each iteration refreshes every record, makes ``n_moves`` birth/death moves over the latent
     sample size ``n`` (births drawn from the record model; acceptance from the privacy noise of the
     sums and of ``n_dp`` and the prior of ``n``), then updates the parameters given the records.
+    A model with several record tables gets these moves per table, each over its own ``n`` (tables
+    with a known ``n`` are refreshed only).
 
     Parameters
     ----------
     parameter_step : step or list of steps, optional
         As for :class:`DataAugmentation`.
     n_moves : int, optional
-        Birth/death moves per iteration, fixed for the whole run. Default: about one per record,
+        Birth/death moves per iteration (of each latent ``n``), fixed for the whole run. Default: about one per record,
         :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` during tuning
         (starting from ``n_dp`` moved into the prior's support, which a small ``epsilon_n`` can
         put far from the records' ``n``) and of the last tuning ``n`` for the draws.
@@ -367,6 +405,7 @@ class ReversibleJump(DataAugmentation):
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
+        vars=None,
     ):
         if n_moves is not None and (
             isinstance(n_moves, bool) or not isinstance(n_moves, int | np.integer) or n_moves < 1
@@ -375,26 +414,21 @@ class ReversibleJump(DataAugmentation):
         self._requested_moves = n_moves
         super().__init__(
             parameter_step, interweave=interweave, model=model, keep_records=keep_records,
-            step_kwargs=step_kwargs,
+            step_kwargs=step_kwargs, vars=vars,
         )
 
     def _check_kind(self, compiled: CompiledModel) -> None:
-        if compiled.sample_size is None:
+        if not compiled.unbounded:
             raise ValueError(
                 "ReversibleJump moves a latent sample size but the model's Records have a known "
                 "n; declare n with pmdp.SampleSize(...) or use pmdp.DataAugmentation."
             )
 
-    def _n_moves(self, compiled: CompiledModel) -> int:
-        if self._requested_moves is None:
-            return kernels.default_n_moves(compiled.sample_size.initial)
-        return int(self._requested_moves)
-
-    def _adapts_n_moves(self) -> bool:
-        return self._requested_moves is None
+    def _n_moves(self) -> int | None:
+        return self._requested_moves
 
     def _claimed_vars(self, model: pm.Model, compiled: CompiledModel) -> list:
-        return [model.rvs_to_values[compiled.sample_size.rv]]
+        return [model.rvs_to_values[s.rv] for s in compiled.blocks.sample_sizes]
 
 
 def augmentation_step(
@@ -405,16 +439,47 @@ def augmentation_step(
     interweave: bool | dict = True,
     keep_records: int | None = None,
     step_kwargs: dict | None = None,
+    vars=None,
 ) -> DataAugmentation:
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
     kwargs = {
         "model": model, "keep_records": keep_records, "step_kwargs": step_kwargs,
-        "interweave": interweave,
+        "interweave": interweave, "vars": vars,
     }
-    if compiled.sample_size is None:
+    if not compiled.unbounded:
         if n_moves is not None:
             raise ValueError("`n_moves` applies to unbounded DP only (the model has no SampleSize).")
         return DataAugmentation(parameter_step, **kwargs)
     return ReversibleJump(parameter_step, n_moves=n_moves, **kwargs)
 
+
+
+class PrivateDataStep(BlockedStep):
+    """What ``pm.sample()`` assigns to the variables of a model with privacy blocks.
+
+    Registered in PyMC's ``STEP_METHODS`` when the package is imported. Its competence for every
+    free variable of a model with :func:`~pymc_unbounded_dp.Records` is above ``IDEAL``, so plain
+    ``pm.sample()`` hands the whole model to it, and instantiating it builds the model's
+    :class:`DataAugmentation` or :class:`ReversibleJump` (with PyMC's own choice of parameter
+    steps inside it): the records are imputed every iteration instead of staying frozen.
+    Options go by its name, ``pm.sample(dp_augmentation={"interweave": False})``; for the
+    parameter steps' options use :func:`pmdp.sample` (``pm.sample(target_accept=...)`` is an
+    option of NUTS, which PyMC refuses when NUTS is not assigned at top level).
+    """
+
+    name = "dp_augmentation"
+
+    def __new__(cls, vars=None, model=None, initial_point=None, compile_kwargs=None, **kwargs):
+        model = modelcontext(model)
+        return augmentation_step(model, vars=vars, **kwargs)
+
+    @staticmethod
+    def competence(var, has_grad):
+        if is_private_model_variable(var):
+            return Competence.IDEAL + 1  # above every PyMC step: nothing else imputes records
+        return Competence.INCOMPATIBLE
+
+
+if PrivateDataStep not in pm.STEP_METHODS:
+    pm.STEP_METHODS.append(PrivateDataStep)

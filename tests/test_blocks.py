@@ -32,7 +32,7 @@ def test_row_wise_records_and_several_sums(model):
         X = model["X"]
         pmdp.PrivatizedSum("xy", pt.stack([X[:, 0] * y, X[:, 1] * y], axis=1), LAPLACE, [1.0, 2.0])
         pmdp.PrivatizedSum("yy", pt.clip(y, -1, 1) ** 2, pmdp.Gaussian(sigma=1.0), 3.0)
-    compiled = compile_model(model)
+    compiled = compile_model(model).tables[0]
     assert compiled.record_names == ("X", "y")
     records, stats = compiled.propose(model.initial_point(), 7)
     assert [r.shape for r in records] == [(7, 2), (7,)]
@@ -58,7 +58,8 @@ def test_row_wise_records_and_several_sums(model):
          "integers"),
         (lambda m: pmdp.PrivatizedSum("s", m["mu"] * 2, LAPLACE, [1, 2]), "does not depend on any"),
         (lambda m: pmdp.PrivatizedSum("s", m["X"], "laplace", [1, 2]), "mechanism"),
-        (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=31), "share one sample size"),
+        (lambda m: pmdp.Records("z", pm.Normal.dist(m["X"][:, 0], 1), n=31),
+         "row-wise on records of its own table"),
         (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=-1), "non-negative integer"),
         (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=2.5), "non-negative integer"),
         (lambda m: pmdp.Records("z", m["mu"], n=30), "already a model variable"),
@@ -103,12 +104,14 @@ def test_sample_size_bad_input():
         with pytest.raises(ValueError, match="NaN"):
             pmdp.SampleSize("n", n_dp=np.nan, mechanism=mechanism)
         n = pmdp.SampleSize("n", n_dp=-4, mechanism=mechanism)  # noisy counts can be negative
-        with pytest.raises(ValueError, match="already has SampleSize"):
-            pmdp.SampleSize("m", n_dp=10, mechanism=mechanism)
+        m = pmdp.SampleSize("m", n_dp=10, mechanism=mechanism)  # a second table's n
         theta = pm.Beta("theta", 1, 1)
-        pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
-        with pytest.raises(ValueError, match="share one sample size"):
-            pmdp.Records("z", pm.Bernoulli.dist(theta), n=10)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        z = pmdp.Records("z", pm.Bernoulli.dist(theta), n=m)
+        with pytest.raises(ValueError, match="differs from `n`=SampleSize 'm'"):
+            pmdp.Records("y", pm.Normal.dist(x, 1), n=m)
+        with pytest.raises(ValueError, match="of different tables"):
+            pmdp.PrivatizedSum("s", x * z, pmdp.Laplace(epsilon=1.0), 3.0)
 
 
 def test_sample_size_starts_at_the_supported_value_closest_to_n_dp():

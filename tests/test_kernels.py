@@ -307,7 +307,7 @@ def unbounded_two_variable_model():
 
 
 def test_record_target_of_a_model(unbounded_two_variable_model):
-    compiled = compile_model(unbounded_two_variable_model)
+    compiled = compile_model(unbounded_two_variable_model).tables[0]
     target = compiled.record_target(unbounded_two_variable_model.initial_point())
     assert target.unbounded and target.n_dp == 40.0 and target.released.tolist() == [3.0, -1.0]
     assert target.noise.laplace_only and target.n_noise.discrete.tolist() == [True]
@@ -324,8 +324,8 @@ def test_sweeps_keep_records_statistics_and_residual_consistent(
 ):
     monkeypatch.setattr(records, "CHUNK_ROWS", chunk_rows)
     model = unbounded_two_variable_model
-    compiled = compile_model(model)
-    statistics = statistic_function(compiled)
+    compiled = compile_model(model).tables[0]
+    statistics = statistic_function(compiled.spec)
     target = compiled.record_target(model.initial_point())
     rng = np.random.default_rng(3)
     state = kernels.init(target, 40, rng)
@@ -343,11 +343,11 @@ def test_sweeps_keep_records_statistics_and_residual_consistent(
     np.testing.assert_allclose(state.residual, [3.0, -1.0] - statistics(*records_).sum(axis=0))
     assert len(seen_n) > 5  # n moved
     compiled.set_records(records_)
-    np.testing.assert_array_equal(compiled.blocks.records[1].data.get_value(), records_[1])
+    np.testing.assert_array_equal(compiled.records[1].data.get_value(), records_[1])
 
 
 def test_init_is_reproducible_from_the_generator(unbounded_two_variable_model):
-    compiled = compile_model(unbounded_two_variable_model)
+    compiled = compile_model(unbounded_two_variable_model).tables[0]
     target = compiled.record_target(unbounded_two_variable_model.initial_point())
     first = kernels.init(target, 10, np.random.default_rng(5))
     second = kernels.init(target, 10, np.random.default_rng(5))

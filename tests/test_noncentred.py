@@ -68,7 +68,7 @@ def at_point(model, step, a=1.7, b=0.8):
     point = model.initial_point()
     point["a_log__"] = np.array(np.log(a))
     point["b_log__"] = np.array(np.log(b))
-    compiled = step.compiled
+    compiled = step.compiled.tables[0]
     compiled.reseed(11)
     records, _ = compiled.propose(point, ROWS)
     compiled.set_records(records)

@@ -136,7 +136,7 @@ def test_default_moves_adapt_during_tuning_from_a_start_far_below_n():
     assert model.initial_point()["n"] == 0
     with model:
         step = pmdp.ReversibleJump()
-        assert step.records_step.n_moves == 10
+        assert step.records_step.n_moves == [10]
         idata = pm.sample(step=step, random_seed=28, **SAMPLE)
     moves = idata["sample_stats"]["n_moves"].values
     assert np.all(moves == moves[:, :1])  # fixed after tuning
