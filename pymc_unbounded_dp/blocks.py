@@ -52,6 +52,8 @@ class RecordsSpec:
     rv: TensorVariable
     data: SharedVariable
     n: int | TensorVariable
+    #: Names of one record's own axes (the record axis is not named: its length changes with n).
+    dims: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,9 @@ def _check_observed(observed, owner: str) -> np.ndarray:
     return value
 
 
-def _register_release(model, name, total, mechanism: Mechanism, observed) -> TensorVariable:
+def _register_release(
+    model, name, total, mechanism: Mechanism, observed, dims=None
+) -> TensorVariable:
     """Register ``observed ~ total + noise`` as an observed variable with the mechanism's density."""
 
     def logp(value, total):
@@ -237,6 +241,7 @@ def _register_release(model, name, total, mechanism: Mechanism, observed) -> Ten
             random=random,
             observed=observed,
             dtype="int64" if mechanism.discrete else "float64",
+            dims=dims,
         )
 
 
@@ -252,7 +257,9 @@ def _frozen_message(name: str) -> str:
     )
 
 
-def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None) -> TensorVariable:
+def Records(
+    name: str, dist: TensorVariable, n, *, dims=None, model: pm.Model | None = None
+) -> TensorVariable:
     """Latent confidential records ``x_1, ..., x_n ~ dist`` (independent given the parameters).
 
     Parameters
@@ -267,6 +274,11 @@ def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None
     n : int or TensorVariable
         The number of records: a known non-negative integer (bounded DP) or the variable returned by
         :func:`SampleSize` (unbounded DP).
+    dims : str or tuple of str, optional
+        Names of **one record's** axes (e.g. ``"component"`` for a Dirichlet record), used for
+        the kept records (``pmdp.sample(keep_records=...)``) with the model's ``coords`` where
+        declared. The record axis itself has no name in the model: its length is ``n``, which
+        changes under unbounded DP (PyMC's coordinates have fixed lengths).
     model : pm.Model, optional
         Defaults to the model on the context stack.
 
@@ -323,7 +335,8 @@ def Records(name: str, dist: TensorVariable, n, *, model: pm.Model | None = None
     size = sample_size.rv if sample_size is not None else data.shape[0]
     rv = dist if parents else change_dist_size(dist, new_size=(size,), expand=True)
     rv = model.register_rv(rv, name, observed=data)
-    blocks.records.append(RecordsSpec(name=name, rv=rv, data=data, n=n))
+    dims = _check_dims(dims, initial.shape[1:], f"Records({name!r})", "one record")
+    blocks.records.append(RecordsSpec(name=name, rv=rv, data=data, n=n, dims=dims))
     blocks.links.extend((parent.name, name) for parent in parents)
     return rv
 
@@ -364,6 +377,7 @@ def PrivatizedSum(
     mechanism: Mechanism,
     observed,
     *,
+    dims=None,
     model: pm.Model | None = None,
 ) -> TensorVariable:
     """The noisy release ``observed = sum_i statistic[i] + noise`` of a record-additive statistic.
@@ -380,6 +394,10 @@ def PrivatizedSum(
         The noise added to each coordinate of the sum, e.g. ``pmdp.Laplace(epsilon=1.0)``.
     observed : array_like or pm.Data
         The released value, shaped like ``statistic[0]``.
+    dims : str or tuple of str, optional
+        Names of the release's axes, as for any PyMC variable (declare their ``coords`` in the
+        model); they label the release in ``observed_data``, predictive draws and the
+        log-likelihood.
     model : pm.Model, optional
 
     Returns
@@ -430,7 +448,9 @@ def PrivatizedSum(
             )
     if statistic.dtype == "bool":
         statistic = statistic.astype("int64")
-    release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed)
+    release = _register_release(
+        model, name, statistic.sum(axis=0), mechanism, observed, dims=_check_dims(dims, shape, owner)
+    )
     blocks.sums.append(
         SumSpec(
             name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape,
@@ -439,6 +459,18 @@ def PrivatizedSum(
     )
     blocks.links.extend((used[0].name, other.name) for other in used[1:])
     return release
+
+
+def _check_dims(dims, shape: tuple[int, ...], owner: str, what: str = "the release"):
+    if dims is None:
+        return None
+    dims = (dims,) if isinstance(dims, str) else tuple(dims)
+    if len(dims) != len(shape) or not all(isinstance(d, str) for d in dims):
+        raise ValueError(
+            f"{owner}: `dims`={dims} must name each of the {len(shape)} axes of {what} (shape "
+            f"{shape}) with a string."
+        )
+    return dims
 
 
 def _statistic_records(statistic, blocks: ModelBlocks, owner: str) -> list[RecordsSpec]:

@@ -69,8 +69,12 @@ def sample(
         threads only add hand-offs: with two OpenBLAS threads on a busy 2-core machine a model
         with ``MvNormal`` records sampled 30x slower. ``None`` leaves the libraries' setting.
     **kwargs
-        Passed on to :func:`pymc.sample` (``progressbar``, ``idata_kwargs``, ...), including step
-        arguments by step name such as ``nuts={"target_accept": 0.9}``.
+        Passed on to :func:`pymc.sample` (``progressbar``, ``idata_kwargs``,
+        ``compute_convergence_checks``, ...), including step arguments by step name such as
+        ``nuts={"target_accept": 0.9}``, and ``target_accept`` as ``pm.sample`` takes it.
+        ``idata_kwargs={"log_likelihood": True}`` adds a ``log_likelihood`` group: per draw, the
+        log-density of every released value given that draw's imputed records and ``n`` (for
+        ArviZ's ``loo``/``waic`` over the releases), recorded while sampling.
 
     Returns
     -------
@@ -102,11 +106,21 @@ def sample(
         isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
     ):
         raise ValueError(f"`blas_threads` must be a positive integer or None, got {blas_threads!r}.")
+    _check_draws(draws, tune)
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in _STEP_NAMES}
+    if "target_accept" in kwargs:  # as pm.sample: an option of NUTS
+        step_kwargs.setdefault("nuts", {}).setdefault("target_accept", kwargs.pop("target_accept"))
+    idata_kwargs = dict(kwargs.pop("idata_kwargs", None) or {})
+    log_likelihood = bool(idata_kwargs.pop("log_likelihood", False))
+    if log_likelihood and not kwargs.get("return_inferencedata", True):
+        raise ValueError(
+            "`idata_kwargs={'log_likelihood': True}` needs `return_inferencedata=True`: the "
+            "log-likelihood of the releases is assembled into the returned InferenceData."
+        )
     compiled = compile_model(model)
     step = augmentation_step(
         model, step, n_moves=n_moves, interweave=interweave, keep_records=keep_records,
-        step_kwargs=step_kwargs,
+        step_kwargs=step_kwargs, log_likelihood=log_likelihood,
     )
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
@@ -117,11 +131,18 @@ def sample(
             random_seed=random_seed,
             step=step,
             model=model,
+            idata_kwargs={**idata_kwargs, "log_likelihood": False},
             **kwargs,
         )
     if not kwargs.get("return_inferencedata", True):
         return result
-    return _tidy(result, compiled.record_names, keep_records)
+    return _tidy(result, compiled, keep_records)
+
+
+def _check_draws(draws, tune) -> None:
+    for name, value in (("draws", draws), ("tune", tune)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}.")
 
 
 def _group(result, name: str) -> xr.Dataset | None:
@@ -139,16 +160,42 @@ def _set_group(result, name: str, dataset: xr.Dataset) -> None:
         result.add_groups({name: dataset})
 
 
-def _tidy(result, record_names, keep_records):
+def _tidy(result, compiled, keep_records):
     """Drop imputed records from ``observed_data``; turn kept records into their own group."""
     observed = _group(result, "observed_data")
     if observed is not None:
-        _set_group(result, "observed_data", _without(observed, record_names))
+        _set_group(result, "observed_data", _without(observed, compiled.record_names))
     stats = _group(result, "sample_stats")
     if keep_records and stats is not None and "records" in stats:
-        _set_group(result, "imputed_records", _records_dataset(stats["records"], record_names))
-        _set_group(result, "sample_stats", _without(stats, ["records"]))
+        _set_group(result, "imputed_records", _records_dataset(stats["records"], compiled.tables))
+        stats = _without(stats, ["records"])
+        _set_group(result, "sample_stats", stats)
+    if stats is not None and any(name.startswith(_LOG_LIKELIHOOD) for name in stats.data_vars):
+        _set_group(result, "log_likelihood", _log_likelihood_dataset(stats, observed))
+        _set_group(
+            result, "sample_stats",
+            _without(stats, [n for n in stats.data_vars if n.startswith(_LOG_LIKELIHOOD)]),
+        )
     return result
+
+
+_LOG_LIKELIHOOD = "log_likelihood_"
+
+
+def _log_likelihood_dataset(stats: xr.Dataset, observed: xr.Dataset | None) -> xr.Dataset:
+    """The releases' log-densities per draw (stats of ``ReleaseLogLikelihood``), named and shaped
+    like the released values in ``observed_data`` (as ArviZ's LOO and WAIC expect)."""
+    data = {}
+    for stat in [n for n in stats.data_vars if n.startswith(_LOG_LIKELIHOOD)]:
+        name = stat[len(_LOG_LIKELIHOOD):]
+        values = stats[stat].values
+        if values.dtype == object:  # array-valued per draw, as stored by some trace backends
+            values = np.stack(values.ravel()).reshape(*values.shape, -1)
+        values = values.reshape(*values.shape[:2], *observed[name].shape)
+        dims = ["chain", "draw", *observed[name].dims]
+        coords = {d: observed[name][d] for d in observed[name].dims if d in observed[name].coords}
+        data[name] = xr.DataArray(values, dims=dims, coords=coords)
+    return xr.Dataset(data, coords={"chain": stats["chain"], "draw": stats["draw"]})
 
 
 def _without(dataset: xr.Dataset, names) -> xr.Dataset:
@@ -158,23 +205,36 @@ def _without(dataset: xr.Dataset, names) -> xr.Dataset:
     return kept.drop_dims([d for d in kept.dims if d not in used])
 
 
-def _records_dataset(kept: xr.DataArray, record_names) -> xr.Dataset:
-    """Stack the kept record sets (an object stat) into arrays padded to the largest ``n``."""
+def _records_dataset(kept: xr.DataArray, tables) -> xr.Dataset:
+    """Stack the kept record sets (an object stat) into arrays padded to each table's largest
+    ``n``: one record axis and one count per table (``record`` and ``n`` for a single table)."""
     cells = kept.values.reshape(kept.sizes["chain"], kept.sizes["draw"])
     kept_draws = np.flatnonzero([c is not None for c in cells[0]])
     sets = cells[:, kept_draws]
-    counts = np.vectorize(lambda s: len(s[record_names[0]]), otypes=[np.int64])(sets)
-    ragged = counts.min() != counts.max()
-    data = {}
-    for name in record_names:
-        first = sets[0, 0][name]
-        dtype = np.float64 if ragged else first.dtype
-        fill = np.nan if ragged else 0
-        array = np.full((*sets.shape, counts.max(), *first.shape[1:]), fill, dtype=dtype)
-        for index in np.ndindex(sets.shape):
-            array[index][: counts[index]] = sets[index][name]
-        dims = ["chain", "kept_draw", "record"] + [f"{name}_dim_{i}" for i in range(first.ndim - 1)]
-        data[name] = (dims, array)
-    data["n"] = (["chain", "kept_draw"], counts)
-    coords = {"chain": kept["chain"].values, "kept_draw": kept["draw"].values[kept_draws]}
+    model_coords = tables[0].model.coords
+    data, coords = {}, {"chain": kept["chain"].values, "kept_draw": kept["draw"].values[kept_draws]}
+    for table in tables:
+        single = len(tables) == 1
+        record_dim = "record" if single else f"{table.spec.label}_record"
+        count_name = (
+            "n" if single
+            else table.sample_size.name if table.sample_size is not None
+            else f"n_{table.spec.label}"
+        )
+        names = table.record_names
+        counts = np.vectorize(lambda s: len(s[names[0]]), otypes=[np.int64])(sets)
+        ragged = counts.min() != counts.max()
+        for spec in table.records:
+            name = spec.name
+            first = sets[0, 0][name]
+            dtype = np.float64 if ragged else first.dtype
+            fill = np.nan if ragged else 0
+            array = np.full((*sets.shape, counts.max(), *first.shape[1:]), fill, dtype=dtype)
+            for index in np.ndindex(sets.shape):
+                array[index][: counts[index]] = sets[index][name]
+            dims = ["chain", "kept_draw", record_dim]
+            dims += list(spec.dims or (f"{name}_dim_{i}" for i in range(first.ndim - 1)))
+            data[name] = (dims, array)
+            coords.update({d: list(model_coords[d]) for d in spec.dims or () if model_coords.get(d)})
+        data[count_name] = (["chain", "kept_draw"], counts)
     return xr.Dataset(data, coords=coords)

@@ -28,10 +28,16 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
-from pymc_unbounded_dp.blocks import is_private_model_variable
+from pymc_unbounded_dp.blocks import is_private_model_variable, observed_value
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 
-__all__ = ["DataAugmentation", "PrivateDataStep", "RecordsStep", "ReversibleJump"]
+__all__ = [
+    "DataAugmentation",
+    "PrivateDataStep",
+    "RecordsStep",
+    "ReleaseLogLikelihood",
+    "ReversibleJump",
+]
 
 
 def _rate(accepted: int, proposed: int) -> float:
@@ -46,7 +52,8 @@ class RecordsStep(BlockedStep):
     Parameters
     ----------
     vars : list
-        Value variables it claims: ``[n]`` under unbounded DP, the parameters under bounded DP.
+        Value variables it claims: the latent sample sizes under unbounded DP; under bounded DP
+        any non-empty list (PyMC requires one), and the step then claims none.
     compiled : CompiledModel
     n_moves : int
         Birth/death moves per iteration (0 under bounded DP).
@@ -79,7 +86,9 @@ class RecordsStep(BlockedStep):
         blocked: bool = True,
         rng=None,
     ):
-        self.vars = list(vars)
+        # Under bounded DP this step changes no model variable: PyMC requires some at construction
+        # (the parameters are passed), but listing them would show them sampled twice.
+        self.vars = list(vars) if compiled.unbounded else []
         self.compiled = compiled
         self._requested_moves = n_moves
         self.adapt_n_moves = n_moves is None
@@ -186,6 +195,57 @@ class RecordsStep(BlockedStep):
             state.stats[:n] = table.statistics(current)
 
 
+class ReleaseLogLikelihood(BlockedStep):
+    """Record the log-density of every released value given the iteration's records.
+
+    The last step of an augmentation step asked for log-likelihoods: for each released sum, per
+    coordinate, ``log eta(s_dp - T(x))`` with the records ``x`` of this draw, and for each
+    released count ``log eta_n(n_dp - n)``: what LOO and WAIC over the releases need (the release
+    density given the draw's records and ``n``). :func:`pmdp.sample` turns the stats into the
+    ``log_likelihood`` group. It changes nothing.
+    """
+
+    name = "dp_log_likelihood"
+
+    def __init__(self, vars, compiled: CompiledModel, model=None, blocked: bool = True, rng=None):
+        self.vars = []  # PyMC needs some variables at construction; this step changes none
+        self.compiled = compiled
+        # Array-valued stats go as objects (PyMC's NDArray trace stores scalar stats only).
+        stats = {
+            f"log_likelihood_{s.name}": (np.float64, []) if s.shape == () else (object, None)
+            for s in compiled.blocks.sums
+        }
+        stats.update(
+            {f"log_likelihood_{n.name}_dp": (np.float64, []) for n in compiled.blocks.sample_sizes}
+        )
+        self.stats_dtypes_shapes = stats
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+    def step(self, point):
+        model, stats = self.compiled.model, {}
+        for table in self.compiled.tables:
+            totals = table.statistics(table.current_records()).sum(axis=0)
+            start = 0
+            for spec in table.spec.sums:
+                size = int(np.prod(spec.shape, dtype=int))
+                released = observed_value(model, spec.release_rv).reshape(-1)
+                noise = released - totals[start : start + size]
+                log_density = spec.mechanism.logpdf(noise).reshape(spec.shape)
+                stats[f"log_likelihood_{spec.name}"] = (
+                    float(log_density) if spec.shape == () else log_density
+                )
+                start += size
+            if table.sample_size is not None:
+                size = table.sample_size
+                noise = table.released_n() - table.n_at(point)
+                stats[f"log_likelihood_{size.name}_dp"] = float(size.mechanism.logpdf(noise))
+        return point, [stats]
+
+
 def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
     """``[Interweave(...)]`` if asked for and the model has continuous parameters to move;
     a dict ``interweave`` holds keyword arguments of :class:`Interweave`."""
@@ -281,6 +341,10 @@ class DataAugmentation(CompoundStep):
     vars : list, optional
         Value variables to assign parameter steps to (default: all that ``parameter_step`` leaves
         out); how ``pm.sample()`` hands this step the model's variables.
+    log_likelihood : bool, default False
+        Also record the log-density of each released value given each draw's records
+        (:class:`ReleaseLogLikelihood`); :func:`pmdp.sample` asks for it with
+        ``idata_kwargs={"log_likelihood": True}``.
 
     Examples
     --------
@@ -304,6 +368,7 @@ class DataAugmentation(CompoundStep):
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
         vars=None,
+        log_likelihood: bool = False,
     ):
         model = modelcontext(model)
         compiled = compile_model(model)
@@ -318,7 +383,12 @@ class DataAugmentation(CompoundStep):
             keep_records=keep_records,
             model=model,
         )
-        super().__init__([leaf, *parameters, *_interweave_steps(model, compiled, interweave)])
+        methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
+        if log_likelihood:
+            methods.append(
+                ReleaseLogLikelihood(self._claimed_vars(model, compiled), compiled, model=model)
+            )
+        super().__init__(methods)
 
     def step(self, point):
         # The release densities may be evaluated (by parameter steps inside this one) only while
@@ -406,6 +476,7 @@ class ReversibleJump(DataAugmentation):
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
         vars=None,
+        log_likelihood: bool = False,
     ):
         if n_moves is not None and (
             isinstance(n_moves, bool) or not isinstance(n_moves, int | np.integer) or n_moves < 1
@@ -414,7 +485,7 @@ class ReversibleJump(DataAugmentation):
         self._requested_moves = n_moves
         super().__init__(
             parameter_step, interweave=interweave, model=model, keep_records=keep_records,
-            step_kwargs=step_kwargs, vars=vars,
+            step_kwargs=step_kwargs, vars=vars, log_likelihood=log_likelihood,
         )
 
     def _check_kind(self, compiled: CompiledModel) -> None:
@@ -440,12 +511,13 @@ def augmentation_step(
     keep_records: int | None = None,
     step_kwargs: dict | None = None,
     vars=None,
+    log_likelihood: bool = False,
 ) -> DataAugmentation:
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
     kwargs = {
         "model": model, "keep_records": keep_records, "step_kwargs": step_kwargs,
-        "interweave": interweave, "vars": vars,
+        "interweave": interweave, "vars": vars, "log_likelihood": log_likelihood,
     }
     if not compiled.unbounded:
         if n_moves is not None:

@@ -372,3 +372,57 @@ def dirichlet_posterior_mc(s_dp, scale, clamp, a, b, rng, n=None, n_dp=None, n_m
         return importance_posterior(simulate, log_eta, draws, rng)
     ns, log_w_n = _sample_sizes(None, n_dp, n_mechanism, n_max)
     return importance_posterior(simulate, log_eta, draws, rng, n_values=ns, n_log_weights=log_w_n)
+
+
+# --------------------------------------------------------------------------------------------------
+# Several record tables (tests/test_tables.py)
+# --------------------------------------------------------------------------------------------------
+def bernoulli_tables_posterior(tables, a, b, size_max=60):
+    """Exact posterior of ``theta ~ Beta(a, b)`` shared by two tables of Bernoulli(theta) records.
+
+    Each table is a dict with ``s_dp`` and ``mechanism`` (its release ``s_dp = sum x + e``) and
+    either ``n`` (known) or ``n_dp``, ``n_mechanism`` and optionally ``log_prior_n`` (``None``:
+    flat on ``n >= 0``). Tables are independent given ``theta``; enumerated over each table's
+    successes ``k`` and failures ``f`` (``k + f = n <= size_max``), with ``theta`` integrated out
+    (Beta-Binomial): ``p(k, f) ∝ prod_t w_t(k_t, f_t) B(a + k_1 + k_2, b + f_1 + f_2)``.
+
+    Returns ``theta_mean``, ``theta_var`` and, per table ``t``, ``n{t}_values``, ``n{t}_pmf``,
+    ``n{t}_mean``, ``n{t}_var``.
+    """
+    counts = np.arange(size_max + 1)
+    K, F = np.meshgrid(counts, counts, indexing="ij")
+    N = K + F
+    log_w = []
+    for table in tables:
+        lw = (special.gammaln(N + 1) - special.gammaln(K + 1) - special.gammaln(F + 1)
+              + table["mechanism"].logpdf(table["s_dp"] - K))
+        if "n" in table:
+            lw = np.where(N == table["n"], lw, -np.inf)
+        else:
+            lw = lw + table["n_mechanism"].logpdf(table["n_dp"] - N)
+            if table.get("log_prior_n") is not None:
+                lw = lw + table["log_prior_n"](N)
+        log_w.append(np.where(N <= size_max, lw, -np.inf))
+    (lw1, lw2) = log_w
+    k1, f1 = K.ravel(), F.ravel()
+    keep = np.isfinite(lw1.ravel())
+    k1, f1, l1 = k1[keep], f1[keep], lw1.ravel()[keep]
+    # log joint over (entry of table 1) x (k2, f2), theta integrated out
+    log_joint = (l1[:, None, None] + lw2[None]
+                 + special.betaln(a + k1[:, None, None] + K[None], b + f1[:, None, None] + F[None]))
+    w = _normalise(np.where(np.isfinite(log_joint), log_joint, -np.inf))
+    s_k = a + k1[:, None, None] + K[None]
+    s_f = b + f1[:, None, None] + F[None]
+    m1 = s_k / (s_k + s_f)
+    m2 = m1 * (s_k + 1) / (s_k + s_f + 1)
+    theta_mean = float(np.sum(w * m1))
+    out = {"theta_mean": theta_mean, "theta_var": float(np.sum(w * m2) - theta_mean**2)}
+    n1 = k1 + f1
+    pmf1 = np.bincount(n1, weights=w.sum(axis=(1, 2)), minlength=size_max + 1)
+    pmf2 = np.bincount(N.ravel(), weights=w.sum(axis=0).ravel(), minlength=size_max + 1)
+    for t, pmf in ((1, pmf1), (2, pmf2)):
+        values = np.arange(pmf.size)
+        mean = float(np.sum(values * pmf))
+        out.update({f"n{t}_values": values, f"n{t}_pmf": pmf, f"n{t}_mean": mean,
+                    f"n{t}_var": float(np.sum(pmf * (values - mean) ** 2))})
+    return out
