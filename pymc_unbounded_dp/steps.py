@@ -24,6 +24,7 @@ import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
+from pymc.step_methods import STEP_METHODS
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
 
 from pymc_unbounded_dp import kernels
@@ -277,7 +278,7 @@ def _parameter_steps(
                 f"`parameter_step` {type(step).__name__} claims the sample size "
                 f"{sorted(claimed)[0]!r}; only the reversible-jump moves may change n."
             )
-    methods = [m for m in pm.STEP_METHODS if m is not PrivateDataStep]
+    methods = [m for m in STEP_METHODS if m is not PrivateDataStep]
     provided, selected = assign_step_methods(model, given or None, methods=methods)
     allowed = None if only is None else {v.name for v in only}
     selected = {
@@ -535,16 +536,20 @@ class PrivateDataStep(BlockedStep):
     ``pm.sample()`` hands the whole model to it, and instantiating it builds the model's
     :class:`DataAugmentation` or :class:`ReversibleJump` (with PyMC's own choice of parameter
     steps inside it): the records are imputed every iteration instead of staying frozen.
-    Options go by its name, ``pm.sample(dp_augmentation={"interweave": False})``; for the
-    parameter steps' options use :func:`pmdp.sample` (``pm.sample(target_accept=...)`` is an
-    option of NUTS, which PyMC refuses when NUTS is not assigned at top level).
+    Options go by its name, ``pm.sample(dp_augmentation={"interweave": False})``, and so do the
+    inner steps' options, by their step names:
+    ``pm.sample(dp_augmentation={"nuts": {"target_accept": 0.95}})`` (PyMC refuses
+    ``pm.sample(target_accept=...)`` here, as NUTS is not assigned at top level; it points to
+    this spelling). :func:`pmdp.sample` takes ``target_accept`` directly.
     """
 
     name = "dp_augmentation"
 
     def __new__(cls, vars=None, model=None, initial_point=None, compile_kwargs=None, **kwargs):
         model = modelcontext(model)
-        return augmentation_step(model, vars=vars, **kwargs)
+        names = {method.name for method in STEP_METHODS}
+        step_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in names}
+        return augmentation_step(model, vars=vars, step_kwargs=step_kwargs or None, **kwargs)
 
     @staticmethod
     def competence(var, has_grad):
@@ -553,5 +558,5 @@ class PrivateDataStep(BlockedStep):
         return Competence.INCOMPATIBLE
 
 
-if PrivateDataStep not in pm.STEP_METHODS:
-    pm.STEP_METHODS.append(PrivateDataStep)
+if PrivateDataStep not in STEP_METHODS:
+    STEP_METHODS.append(PrivateDataStep)

@@ -117,6 +117,26 @@ def test_pm_sample_arguments_pass_through(bounded, monkeypatch):
             pmdp.sample(model=bounded, tune=bad, draws=10, progressbar=False)
 
 
+def test_pm_sample_takes_inner_step_options_by_the_package_steps_name(bounded, monkeypatch):
+    """PyMC refuses ``pm.sample(target_accept=...)`` when NUTS is not its top-level step and
+    suggests ``dp_augmentation={"nuts": ...}``: that spelling reaches the inner NUTS."""
+    seen = {}
+    original = pm.NUTS.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.update(kwargs)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pm.NUTS, "__init__", spy)
+    with bounded:
+        with pytest.raises(ValueError, match="dp_augmentation"):
+            pm.sample(target_accept=0.9, random_seed=45, **QUICK)
+        idata = pm.sample(dp_augmentation={"nuts": {"target_accept": 0.9}, "interweave": False},
+                          random_seed=45, **QUICK)
+    assert seen["target_accept"] == 0.9
+    assert "interweave_steps" not in idata["sample_stats"]
+
+
 def test_the_step_listing_has_no_duplicates(bounded, unbounded):
     for model in (bounded, unbounded):
         with model:

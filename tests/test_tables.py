@@ -101,3 +101,8 @@ def test_kept_records_have_one_record_axis_per_table(unbounded_tables):
     np.testing.assert_array_equal(counts_a, n_a)
     posterior_n_a = draws_of(idata, "n_a")[:, ::50]
     np.testing.assert_array_equal(n_a, posterior_n_a)
+
+
+def test_mcem_refuses_several_tables_with_a_clear_error(unbounded_tables):
+    with pytest.raises(NotImplementedError, match=r"one record table.*'n_a', 'n_b'"):
+        pmdp.mcem(model=unbounded_tables, random_seed=1)
