@@ -131,7 +131,7 @@ def sample(
             random_seed=random_seed,
             step=step,
             model=model,
-            idata_kwargs={**idata_kwargs, "log_likelihood": False},
+            idata_kwargs=idata_kwargs or None,
             **kwargs,
         )
     if not kwargs.get("return_inferencedata", True):
