@@ -34,6 +34,7 @@ class ThisPythonKernel(KernelManager):
         "regression.ipynb",
         "atus.ipynb",
         "interweaving.ipynb",
+        "multiple_tables.ipynb",
     ],
 )
 def test_notebook_runs_in_quick_mode(name, monkeypatch):

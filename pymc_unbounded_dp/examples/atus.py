@@ -48,6 +48,7 @@ __all__ = [
     "ATUS_ENV",
     "ATUS_FILES",
     "ATUS_N",
+    "ATUS_N_BY_SEX",
     "COLUMNS",
     "MIN_SHARE",
     "MLE_ALPHA",
@@ -55,12 +56,14 @@ __all__ = [
     "AtusData",
     "AtusRelease",
     "atus_gibbs_step",
+    "atus_joint_model",
     "atus_model",
     "atus_statistics",
     "default_atus_dir",
     "dirichlet_dist",
     "dirichlet_mle",
     "load_atus",
+    "load_atus_by_sex",
     "privatize_atus",
     "simulate_atus",
 ]
@@ -70,6 +73,8 @@ ATUS_ENV = "PMDP_ATUS_DIR"
 ATUS_FILES = ("female.csv", "male.csv")
 COLUMNS = ("PERSONAL.CARE", "EATING.AND.DRINKING", "OTHER")
 ATUS_N = 6656
+#: Respondents per sex (``female.csv``, ``male.csv``).
+ATUS_N_BY_SEX = {"female": 3528, "male": 3128}
 #: One minute of the day: the clamping floor of every share.
 MIN_SHARE = 1.0 / 1440.0
 #: L1 sensitivity of the 3-vector of clamped log-shares, ``-3 log(1/1440) = 3 log 1440``.
@@ -126,6 +131,37 @@ def simulate_atus(n: int = ATUS_N, alpha=MLE_ALPHA, seed=None) -> AtusData:
                     simulated=True)
 
 
+def _atus_directory(path, simulate_if_missing: bool) -> Path | None:
+    """The directory holding both ATUS files, or ``None`` where simulated data should be used."""
+    explicit = path is not None or bool(os.environ.get(ATUS_ENV))
+    directory = Path(path) if path is not None else default_atus_dir()
+    if directory is None:
+        if not simulate_if_missing:
+            raise FileNotFoundError(
+                f"No ATUS data directory: pass a path or set ${ATUS_ENV} to the folder with "
+                f"{' and '.join(ATUS_FILES)}."
+            )
+        return None
+    missing = [name for name in ATUS_FILES if not (directory / name).is_file()]
+    if missing:
+        where = "the path given" if path is not None else f"${ATUS_ENV}" if explicit else "default"
+        raise FileNotFoundError(
+            f"ATUS data directory {str(directory)!r} ({where}) lacks {', '.join(missing)}; it "
+            f"should hold {' and '.join(ATUS_FILES)} (see /work/shared/data/atus2019/README.md)."
+        )
+    return directory
+
+
+def _read_shares(directory: Path) -> dict[str, np.ndarray]:
+    """The ``n x 3`` shares of each file of ``directory``, keyed by sex, in :data:`ATUS_FILES` order."""
+    import pandas as pd
+
+    return {
+        Path(name).stem: pd.read_csv(directory / name, index_col=0)[list(COLUMNS)].to_numpy(dtype=float)
+        for name in ATUS_FILES
+    }
+
+
 def load_atus(path=None, *, simulate_if_missing: bool = True, seed: int = 2019) -> AtusData:
     """Read the ATUS shares from ``path`` (or :func:`default_atus_dir`).
 
@@ -145,27 +181,51 @@ def load_atus(path=None, *, simulate_if_missing: bool = True, seed: int = 2019) 
     FileNotFoundError
         If an explicitly given directory (argument or environment variable) lacks the files.
     """
-    explicit = path is not None or bool(os.environ.get(ATUS_ENV))
-    directory = Path(path) if path is not None else default_atus_dir()
+    directory = _atus_directory(path, simulate_if_missing)
     if directory is None:
-        if not simulate_if_missing:
-            raise FileNotFoundError(
-                f"No ATUS data directory: pass a path or set ${ATUS_ENV} to the folder with "
-                f"{' and '.join(ATUS_FILES)}."
-            )
         return simulate_atus(ATUS_N, MLE_ALPHA, seed=seed)
-    missing = [name for name in ATUS_FILES if not (directory / name).is_file()]
-    if missing:
-        where = "the path given" if path is not None else f"${ATUS_ENV}" if explicit else "default"
-        raise FileNotFoundError(
-            f"ATUS data directory {str(directory)!r} ({where}) lacks {', '.join(missing)}; it "
-            f"should hold {' and '.join(ATUS_FILES)} (see /work/shared/data/atus2019/README.md)."
-        )
-    import pandas as pd
-
-    frames = [pd.read_csv(directory / name, index_col=0) for name in ATUS_FILES]
-    x = pd.concat(frames)[list(COLUMNS)].to_numpy(dtype=float)
+    x = np.concatenate(list(_read_shares(directory).values()))
     return AtusData(x=x, source=str(directory), simulated=False)
+
+
+def load_atus_by_sex(
+    path=None, *, simulate_if_missing: bool = True, seed: int = 2019
+) -> dict[str, AtusData]:
+    """The ATUS shares of women and men as two data sets, ``{"female": ..., "male": ...}``.
+
+    Same files, arguments and errors as :func:`load_atus` (which returns the two concatenated).
+    Without data, each sex is simulated from the paper's pooled MLE with its survey size
+    (:data:`ATUS_N_BY_SEX`), from independent streams of ``seed``.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        Directory with ``female.csv`` and ``male.csv``.
+    simulate_if_missing : bool, default True
+    seed : int
+        Seed of the simulated stand-ins.
+
+    Returns
+    -------
+    dict of str to AtusData
+
+    Examples
+    --------
+    >>> by_sex = load_atus_by_sex()
+    >>> sorted(by_sex)
+    ['female', 'male']
+    """
+    directory = _atus_directory(path, simulate_if_missing)
+    if directory is None:
+        seeds = np.random.SeedSequence(seed).spawn(len(ATUS_N_BY_SEX))
+        return {
+            sex: simulate_atus(n, MLE_ALPHA, seed=child)
+            for (sex, n), child in zip(ATUS_N_BY_SEX.items(), seeds, strict=True)
+        }
+    return {
+        sex: AtusData(x=x, source=f"{directory / (sex + '.csv')}", simulated=False)
+        for sex, x in _read_shares(directory).items()
+    }
 
 
 def atus_statistics(x: np.ndarray) -> np.ndarray:
@@ -252,6 +312,72 @@ def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.
         pmdp.PrivatizedSum(
             "s", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism, observed=release.values
         )
+    return model
+
+
+def atus_joint_model(
+    female_release: AtusRelease,
+    male_release: AtusRelease,
+    bounded: bool = False,
+    n_prior=None,
+    *,
+    location_sd: float = 1.5,
+    tau_sd: float = 0.5,
+) -> pm.Model:
+    """The female and male tables in one model, tied by a hierarchical prior on ``log alpha``.
+
+    ``log alpha_{sex,j} = m_j + tau z_{sex,j}`` with ``m_j ~ N(2, location_sd)`` (shared),
+    ``tau ~ HalfNormal(tau_sd)`` (shared) and ``z_{sex,j} ~ N(0, 1)``: the sexes' concentrations
+    are shrunk towards each other as far as the releases allow (non-centred, which NUTS prefers).
+    Each sex is its own table (:func:`pmdp.Records <pymc_unbounded_dp.Records>` ``x_{sex}``) with
+    its own release of the clamped log-shares ``s_{sex}`` (as in :func:`atus_model`) and, under
+    unbounded DP, its own ``n_{sex}`` (:func:`pmdp.SampleSize <pymc_unbounded_dp.SampleSize>`,
+    count release ``n_{sex}_dp``). The deterministics ``alpha_{sex}`` and
+    ``mean_share_{sex} = alpha_{sex} / sum_j alpha_{sex,j}`` (the expected time shares) are on the
+    ``activity`` dimension.
+
+    Parameters
+    ----------
+    female_release, male_release : AtusRelease
+        The releases of the two sexes (e.g. from :func:`load_atus_by_sex` and :func:`privatize_atus`).
+    bounded : bool, default False
+        ``True``: each sex's ``n`` is its public ``release.n``.
+    n_prior : callable, optional
+        ``n_prior(sex)`` returns the unregistered prior of that sex's ``n`` (``None``: flat).
+    location_sd, tau_sd : float
+        Prior scales of ``m`` and ``tau``.
+
+    Examples
+    --------
+    >>> by_sex = {sex: simulate_atus(n=200, seed=i) for i, sex in enumerate(("female", "male"))}
+    >>> releases = {sex: privatize_atus(d, epsilon_s=1.0, epsilon_n=0.5, seed=9)
+    ...             for sex, d in by_sex.items()}
+    >>> model = atus_joint_model(releases["female"], releases["male"])
+    >>> [v.name for v in model.free_RVs]
+    ['m', 'tau', 'z_female', 'n_female', 'z_male', 'n_male']
+    """
+    coords = {"activity": [c.replace(".", " ").lower() for c in COLUMNS]}
+    with pm.Model(coords=coords) as model:
+        m = pm.Normal("m", mu=2.0, sigma=location_sd, dims="activity")
+        tau = pm.HalfNormal("tau", sigma=tau_sd)
+        for sex, release in (("female", female_release), ("male", male_release)):
+            z = pm.Normal(f"z_{sex}", 0.0, 1.0, dims="activity")
+            alpha = pm.Deterministic(f"alpha_{sex}", pt.exp(m + tau * z), dims="activity")
+            pm.Deterministic(f"mean_share_{sex}", alpha / alpha.sum(), dims="activity")
+            if bounded:
+                n = int(release.n)
+            else:
+                n = pmdp.SampleSize(
+                    f"n_{sex}",
+                    n_dp=release.n_dp,
+                    mechanism=release.n_mechanism,
+                    prior=None if n_prior is None else n_prior(sex),
+                )
+            x = pmdp.Records(f"x_{sex}", dirichlet_dist(alpha), n=n)
+            pmdp.PrivatizedSum(
+                f"s_{sex}", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism,
+                observed=release.values,
+            )
     return model
 
 

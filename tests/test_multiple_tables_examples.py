@@ -1,0 +1,135 @@
+"""Examples with several record tables: the two-sample comparison and the joint ATUS model."""
+
+import numpy as np
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp.examples import atus, two_sample
+
+
+def _draws(idata, name):
+    return np.asarray(idata["posterior"][name].values)
+
+
+@pytest.fixture(scope="module")
+def two_sample_release():
+    data = two_sample.simulate_two_sample(n_control=120, n_treatment=100, delta=1.0, seed=11)
+    return data, two_sample.privatize_two_sample(data, epsilon_s=4.0, epsilon_n=1.0, seed=12)
+
+
+def test_two_sample_release_and_tables(two_sample_release):
+    data, release = two_sample_release
+    assert release.sensitivity == 20.0
+    assert release.mechanism.scale == pytest.approx(5.0)
+    assert (release.control.n, release.treatment.n) == (120, 100)
+    noise = release.control.values - two_sample.two_sample_statistics(data.control, -4.0, 4.0)
+    assert noise.shape == (2,) and np.all(np.abs(noise) < 5.0 * 15)  # Laplace(5): |e| < 75
+    model = two_sample.two_sample_model(release)
+    tables = compile_model(model).tables
+    assert [t.spec.label for t in tables] == ["n_control", "n_treatment"]
+    assert [t.spec.record_names for t in tables] == [("y_control",), ("y_treatment",)]
+    assert [[s.name for s in t.spec.sums] for t in tables] == [["s_control"], ["s_treatment"]]
+    assert "n_control_dp" in model.named_vars and "n_treatment_dp" in model.named_vars
+
+
+def test_two_sample_privatize_is_seeded():
+    data = two_sample.simulate_two_sample(n_control=30, n_treatment=40, seed=1)
+    a = two_sample.privatize_two_sample(data, seed=5)
+    b = two_sample.privatize_two_sample(data, seed=5)
+    np.testing.assert_array_equal(a.treatment.values, b.treatment.values)
+    assert a.control.n_dp == b.control.n_dp
+    with pytest.raises(ValueError, match="lower"):
+        two_sample.privatize_two_sample(data, lower=1.0, upper=-1.0)
+    with pytest.raises(ValueError, match="name"):
+        a.arm("placebo")
+
+
+def test_two_sample_recovers_delta(two_sample_release):
+    data, release = two_sample_release
+    with two_sample.two_sample_model(release):
+        idata = pmdp.sample(
+            draws=300, tune=300, chains=2, cores=2, random_seed=3, progressbar=False,
+            compute_convergence_checks=False,
+        )
+    delta = _draws(idata, "delta").ravel()
+    low, high = np.quantile(delta, [0.005, 0.995])
+    assert low < data.delta < high
+    assert high - low < 2.5  # the releases are informative: far narrower than the prior
+    for arm in two_sample.ARMS:
+        n = _draws(idata, f"n_{arm}")
+        assert n.dtype.kind == "i"
+        # each arm's n moves on its own, near its own count
+        assert abs(np.median(n) - release.arm(arm).n_dp) < 10
+        assert np.unique(n).size > 3
+    assert abs(np.median(_draws(idata, "n_control")) - np.median(_draws(idata, "n_treatment"))) > 8
+
+
+def _atus_releases(n, seed=0):
+    by_sex = {sex: atus.simulate_atus(n=n, seed=seed + i) for i, sex in enumerate(("female", "male"))}
+    return {
+        sex: atus.privatize_atus(d, epsilon_s=5.0, epsilon_n=1.0, seed=seed + 10 + i)
+        for i, (sex, d) in enumerate(by_sex.items())
+    }
+
+
+def test_atus_joint_model_tables():
+    releases = _atus_releases(60)
+    model = atus.atus_joint_model(releases["female"], releases["male"])
+    tables = compile_model(model).tables
+    assert len(tables) == 2
+    assert [t.spec.label for t in tables] == ["n_female", "n_male"]
+    assert [t.spec.record_names for t in tables] == [("x_female",), ("x_male",)]
+    assert [t.spec.sample_size.name for t in tables] == ["n_female", "n_male"]
+    for sex in ("female", "male"):
+        assert f"n_{sex}_dp" in model.named_vars
+        assert f"mean_share_{sex}" in model.named_vars
+
+    bounded = atus.atus_joint_model(releases["female"], releases["male"], bounded=True)
+    tables = compile_model(bounded).tables
+    assert [t.spec.fixed_n for t in tables] == [60, 60]
+    assert [t.spec.label for t in tables] == ["x_female", "x_male"]
+
+
+def test_atus_joint_model_samples():
+    releases = _atus_releases(40, seed=4)
+    with atus.atus_joint_model(releases["female"], releases["male"]):
+        idata = pmdp.sample(
+            draws=40, tune=40, chains=2, cores=2, random_seed=5, progressbar=False,
+            interweave=False, compute_convergence_checks=False,
+        )
+    posterior = idata["posterior"]
+    for sex in ("female", "male"):
+        shares = posterior[f"mean_share_{sex}"].values
+        assert shares.shape == (2, 40, 3)
+        np.testing.assert_allclose(shares.sum(axis=-1), 1.0)
+        n = posterior[f"n_{sex}"].values
+        assert abs(np.median(n) - releases[sex].n_dp) < 15
+    assert np.all(posterior["tau"].values > 0)
+
+
+def test_load_atus_by_sex_matches_load_atus(tmp_path):
+    rng = np.random.default_rng(0)
+    import pandas as pd
+
+    for name, rows in (("female.csv", 4), ("male.csv", 3)):
+        x = rng.dirichlet([2.0, 1.0, 3.0], size=rows)
+        pd.DataFrame(x, columns=list(atus.COLUMNS)).to_csv(tmp_path / name)
+    by_sex = atus.load_atus_by_sex(tmp_path)
+    pooled = atus.load_atus(tmp_path)
+    assert [by_sex[s].n for s in ("female", "male")] == [4, 3]
+    np.testing.assert_array_equal(np.concatenate([by_sex["female"].x, by_sex["male"].x]), pooled.x)
+    assert not by_sex["male"].simulated
+    with pytest.raises(FileNotFoundError, match="lacks"):
+        atus.load_atus_by_sex(tmp_path / "nowhere")
+
+
+def test_load_atus_by_sex_simulated(monkeypatch):
+    monkeypatch.setattr(atus, "default_atus_dir", lambda: None)
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    by_sex = atus.load_atus_by_sex(seed=3)
+    assert {s: d.n for s, d in by_sex.items()} == atus.ATUS_N_BY_SEX
+    assert all(d.simulated for d in by_sex.values())
+    assert not np.array_equal(by_sex["female"].x[:5], by_sex["male"].x[:5])
+    with pytest.raises(FileNotFoundError, match="No ATUS data directory"):
+        atus.load_atus_by_sex(simulate_if_missing=False)
