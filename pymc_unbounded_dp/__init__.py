@@ -2,7 +2,8 @@
 
 Modules follow the data flow: ``mechanisms`` -> ``blocks`` (Records, PrivatizedSum, SampleSize)
 -> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation, ReversibleJump; ``conjugate`` for
-exact parameter steps) -> ``sample`` / ``mcem`` -> ``examples``, ``cli``; ``risk`` stands apart.
+exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the releases) ->
+``examples``, ``cli``; ``risk`` stands apart.
 """
 
 from pymc_unbounded_dp import conjugate, risk
@@ -16,6 +17,7 @@ from pymc_unbounded_dp.mechanisms import (
     Laplace,
     Mechanism,
 )
+from pymc_unbounded_dp.predictive import sample_posterior_predictive, sample_prior_predictive
 from pymc_unbounded_dp.sampling import sample
 from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 
@@ -35,5 +37,7 @@ __all__ = [
     "mcem",
     "risk",
     "sample",
+    "sample_posterior_predictive",
+    "sample_prior_predictive",
 ]
 __version__ = "0.1.0"
