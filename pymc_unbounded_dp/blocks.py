@@ -612,8 +612,9 @@ def SampleSize(
 
         def no_draws(rng=None, size=None):
             raise ValueError(
-                f"{owner} has the improper flat prior on n >= 0, which has no random draws (prior "
-                "predictive sampling needs them). Give it a proper prior, e.g. "
+                f"{owner} has the improper flat prior on n >= 0, which has no random draws (a "
+                "forward draw of n was asked for, e.g. by prior predictive sampling). Give it a "
+                "proper prior, e.g. "
                 f"pmdp.SampleSize({name!r}, n_dp=..., mechanism=..., prior=pm.Poisson.dist(1000))."
             )
 

@@ -5,6 +5,8 @@
 log-likelihood of the releases against a direct computation from the kept records.
 """
 
+import warnings
+
 import arviz as az
 import numpy as np
 import pymc as pm
@@ -57,8 +59,10 @@ def test_plain_pm_sample_is_exact_under_bounded_dp(bounded):
 @pytest.mark.parametrize("fixture", ["bounded", "unbounded"])
 def test_find_map_is_refused_with_the_way_out(fixture, request):
     model = request.getfixturevalue(fixture)
-    with model, pytest.raises(AssertionError, match=r"records frozen.*pmdp\.mcem"):
-        pm.find_MAP(progressbar=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # PyMC 6 announces a new return type
+        with model, pytest.raises(AssertionError, match=r"records frozen.*pmdp\.mcem"):
+            pm.find_MAP(progressbar=False)
 
 
 def test_a_step_outside_the_package_step_is_refused_before_any_draw(bounded):
@@ -91,7 +95,8 @@ def test_log_likelihood_is_the_release_density_given_each_draws_records(unbounde
     # shaped like the release in observed_data (ArviZ stores the scalar n_dp with one axis)
     assert log_lik["n_dp"].dims[2:] == idata["observed_data"]["n_dp"].dims
     np.testing.assert_allclose(log_lik["n_dp"].values.reshape(n.shape), N_MECHANISM.logpdf(40 - n))
-    assert np.isfinite(az.loo(idata, var_name="s").elpd_loo)
+    loo = az.loo(idata, var_name="s")
+    assert np.isfinite(getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan)))  # ArviZ 0.x / 1.x
 
 
 def test_log_likelihood_without_inference_data_is_refused_before_sampling(bounded):
