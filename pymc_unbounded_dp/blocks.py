@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import numbers
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -165,6 +166,35 @@ _BLOCKS: weakref.WeakKeyDictionary[pm.Model, ModelBlocks] = weakref.WeakKeyDicti
 def model_blocks(model: pm.Model) -> ModelBlocks:
     """The privacy blocks registered in ``model`` (empty if none)."""
     return _BLOCKS.setdefault(model, ModelBlocks())
+
+
+@contextmanager
+def records_in_containers(model: pm.Model):
+    """Allow the release densities to be evaluated on the records now in the model's containers.
+
+    For code that puts records in the containers itself (tests, diagnostics) and so vouches that
+    they are the ones to condition on; see :class:`~pymc_unbounded_dp._graph.FrozenRecordsGuard`.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> from pymc_unbounded_dp.blocks import records_in_containers
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=5)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=2.0)
+    >>> logp = model.compile_logp()
+    >>> with records_in_containers(model):
+    ...     value = float(logp(model.initial_point()))
+    """
+    imputing = model_blocks(model).imputing
+    previous = imputing.get_value()
+    imputing.set_value(np.array(True))
+    try:
+        yield
+    finally:
+        imputing.set_value(previous)
 
 
 def is_private_model_variable(rv) -> bool:

@@ -29,7 +29,11 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
-from pymc_unbounded_dp.blocks import is_private_model_variable, observed_value
+from pymc_unbounded_dp.blocks import (
+    is_private_model_variable,
+    observed_value,
+    records_in_containers,
+)
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 
 __all__ = [
@@ -394,12 +398,8 @@ class DataAugmentation(CompoundStep):
     def step(self, point):
         # The release densities may be evaluated (by parameter steps inside this one) only while
         # the records are being imputed: see FrozenRecordsGuard.
-        imputing = self.records_step.compiled.blocks.imputing
-        imputing.set_value(np.array(True))
-        try:
+        with records_in_containers(self.records_step.compiled.model):
             return super().step(point)
-        finally:
-            imputing.set_value(np.array(False))
 
     @property
     def interweave_step(self) -> Interweave | None:

@@ -13,6 +13,7 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp.blocks import records_in_containers
 from pymc_unbounded_dp.noncentred import describe_forms, discrete_quantile
 
 ROWS = 4000  # records drawn to check the law of the ancillaries
@@ -115,7 +116,8 @@ def test_log_target_is_prior_plus_release_at_the_current_records(family):
     nc = step.noncentred
     values = nc.values(point)
     u = nc.ancillary(values, np.random.default_rng(3))
-    expected = model.compile_logp(vars=[*model.free_RVs, model["s"]], jacobian=True)(point)
+    with records_in_containers(model):  # at_point put the records there
+        expected = model.compile_logp(vars=[*model.free_RVs, model["s"]], jacobian=True)(point)
     assert nc.log_target(values, u) == pytest.approx(float(expected), rel=1e-9, abs=1e-6)
 
 

@@ -8,7 +8,7 @@ from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of
 from oracles import bernoulli_posterior, normal_posterior, two_variable_posterior
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp.blocks import records_in_containers
 
 SAMPLE = dict(draws=2000, tune=500, chains=4, cores=2, progressbar=False,
               compute_convergence_checks=False)
@@ -187,11 +187,7 @@ def test_parameter_steps_leave_out_the_release_terms(small_model):
     full_logp = small_model.compile_logp()
     with pytest.raises(AssertionError, match="records frozen"):
         full_logp(point)  # outside the package's steps the release terms refuse to evaluate
-    imputing = model_blocks(small_model).imputing
-    imputing.set_value(np.array(True))
-    try:
+    with records_in_containers(small_model):
         full = full_logp(point)
-    finally:
-        imputing.set_value(np.array(False))
     np.testing.assert_allclose(step_logp, without)
     assert abs(full - without) > 1e-3  # the release term is not zero here
