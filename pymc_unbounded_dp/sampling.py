@@ -221,8 +221,8 @@ def _records_dataset(kept: xr.DataArray, tables) -> xr.Dataset:
             else table.sample_size.name if table.sample_size is not None
             else f"n_{table.spec.label}"
         )
-        names = table.record_names
-        counts = np.vectorize(lambda s: len(s[names[0]]), otypes=[np.int64])(sets)
+        first_name = table.record_names[0]
+        counts = np.vectorize(lambda s, key=first_name: len(s[key]), otypes=[np.int64])(sets)
         ragged = counts.min() != counts.max()
         for spec in table.records:
             name = spec.name

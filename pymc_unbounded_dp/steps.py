@@ -280,7 +280,7 @@ def _parameter_steps(
         if claimed:
             raise ValueError(
                 f"`parameter_step` {type(step).__name__} claims the sample size "
-                f"{sorted(claimed)[0]!r}; only the reversible-jump moves may change n."
+                f"{min(claimed)!r}; only the reversible-jump moves may change n."
             )
     methods = [m for m in STEP_METHODS if m is not PrivateDataStep]
     provided, selected = assign_step_methods(model, given or None, methods=methods)

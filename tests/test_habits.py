@@ -46,6 +46,20 @@ def unbounded():
     return model
 
 
+@pytest.fixture
+def nuts_options(monkeypatch) -> dict:
+    """The keyword arguments NUTS is built with (filled in when a NUTS step is constructed)."""
+    seen = {}
+    original = pm.NUTS.__init__
+
+    def spy(self, *args, **kwargs):
+        seen.update(kwargs)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pm.NUTS, "__init__", spy)
+    return seen
+
+
 def test_plain_pm_sample_is_exact_under_bounded_dp(bounded):
     with bounded:
         idata = pm.sample(draws=2000, tune=500, chains=4, cores=2, random_seed=41,
@@ -105,40 +119,24 @@ def test_log_likelihood_without_inference_data_is_refused_before_sampling(bounde
                     idata_kwargs={"log_likelihood": True}, **QUICK)
 
 
-def test_pm_sample_arguments_pass_through(bounded, monkeypatch):
-    seen = {}
-    original = pm.NUTS.__init__
-
-    def spy(self, *args, **kwargs):
-        seen.update(kwargs)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(pm.NUTS, "__init__", spy)
+def test_pm_sample_arguments_pass_through(bounded, nuts_options):
     idata = pmdp.sample(model=bounded, target_accept=0.95, random_seed=43, **QUICK)
-    assert seen["target_accept"] == 0.95
+    assert nuts_options["target_accept"] == 0.95
     assert "theta" in idata["posterior"]
     for bad in (-5, 2.5):
         with pytest.raises(ValueError, match="`tune` must be a non-negative integer"):
             pmdp.sample(model=bounded, tune=bad, draws=10, progressbar=False)
 
 
-def test_pm_sample_takes_inner_step_options_by_the_package_steps_name(bounded, monkeypatch):
+def test_pm_sample_takes_inner_step_options_by_the_package_steps_name(bounded, nuts_options):
     """PyMC refuses ``pm.sample(target_accept=...)`` when NUTS is not its top-level step and
     suggests ``dp_augmentation={"nuts": ...}``: that spelling reaches the inner NUTS."""
-    seen = {}
-    original = pm.NUTS.__init__
-
-    def spy(self, *args, **kwargs):
-        seen.update(kwargs)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(pm.NUTS, "__init__", spy)
     with bounded:
         with pytest.raises(ValueError, match="dp_augmentation"):
             pm.sample(target_accept=0.9, random_seed=45, **QUICK)
         idata = pm.sample(dp_augmentation={"nuts": {"target_accept": 0.9}, "interweave": False},
                           random_seed=45, **QUICK)
-    assert seen["target_accept"] == 0.9
+    assert nuts_options["target_accept"] == 0.9
     assert "interweave_steps" not in idata["sample_stats"]
 
 

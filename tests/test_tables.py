@@ -9,7 +9,12 @@ second table is empty).
 import numpy as np
 import pymc as pm
 import pytest
-from mcmc_checks import assert_cdf_matches, assert_centred_variance_matches, assert_mean_matches, draws_of
+from mcmc_checks import (
+    assert_cdf_matches,
+    assert_centred_variance_matches,
+    assert_mean_matches,
+    draws_of,
+)
 from oracles import bernoulli_tables_posterior
 from scipy import stats
 

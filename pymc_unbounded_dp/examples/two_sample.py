@@ -43,6 +43,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.examples._release import LaplaceBudgets
 
 __all__ = [
     "ARMS",
@@ -97,7 +98,7 @@ class ArmRelease:
 
 
 @dataclass(frozen=True)
-class TwoSampleRelease:
+class TwoSampleRelease(LaplaceBudgets):
     """The releases of both arms, the clamping bounds and the budgets.
 
     Attributes
@@ -122,16 +123,6 @@ class TwoSampleRelease:
     def sensitivity(self) -> float:
         """L1 sensitivity of ``(c, c^2)``, see :func:`clamped_sensitivity`."""
         return clamped_sensitivity(self.lower, self.upper)
-
-    @property
-    def mechanism(self) -> pmdp.Laplace:
-        """Noise on each coordinate of an arm's sums: ``Laplace(sensitivity / epsilon_s)``."""
-        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=self.sensitivity)
-
-    @property
-    def n_mechanism(self) -> pmdp.DiscreteLaplace:
-        """Noise on an arm's count: ``DiscreteLaplace(1 / epsilon_n)``."""
-        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
 
     def arm(self, name: str) -> ArmRelease:
         """The release of arm ``name`` (``"control"`` or ``"treatment"``)."""
