@@ -146,6 +146,12 @@ class CompleteDataLogLik:
         model = self.compiled.model
         record_rvs = [r.rv for r in self.compiled.blocks.records]
         total = model.logp(vars=record_rvs, jacobian=False)
+        size = self.table.sample_size
+        if size is not None:
+            # The records' graph is sized by n; here n is the length of the records evaluated.
+            rows = self.table.records[0].data.shape[0]
+            n_value = model.rvs_to_values[size.rv]
+            total = clone_replace(total, {n_value: pt.cast(rows, n_value.dtype)})
         if self.prior_of_n_depends_on_parameters:
             n_rv = self.table.sample_size.rv
             log_g = pm.logp(n_rv, self.n_values, warn_rvs=False)
