@@ -71,7 +71,40 @@ def show(title, size=None):
         fig.set_size_inches(*size)
     fig.set_layout_engine("constrained")
     fig.suptitle(title)
-    plt.show()"""),
+    plt.show()
+
+
+ARVIZ_1 = not hasattr(az, "plot_posterior")  # ArviZ 1.x (with PyMC 6) renamed the plots
+
+
+def plot_posterior(data, var_names, ref_val=None, hdi_prob=0.95):
+    \"\"\"``az.plot_posterior`` (ArviZ 0.x) or ``az.plot_dist`` (ArviZ 1.x); ``ref_val``: a
+    number, or one number per variable name, drawn as a vertical line.\"\"\"
+    if not ARVIZ_1:
+        refs = ref_val if not isinstance(ref_val, dict) else {
+            name: [{"ref_val": value}] for name, value in ref_val.items()}
+        az.plot_posterior(data, var_names=var_names, ref_val=refs, hdi_prob=hdi_prob)
+        return
+    az.plot_dist(data, var_names=var_names, ci_prob=hdi_prob)
+    if ref_val is not None:
+        values = [ref_val[name] for name in var_names] if isinstance(ref_val, dict) else [ref_val]
+        for ax, value in zip(plt.gcf().axes, values * len(plt.gcf().axes)):
+            ax.axvline(value, color="C3")
+
+
+def plot_forest(data, var_names, hdi_prob=0.95):
+    \"\"\"``az.plot_forest`` with combined chains on ArviZ 0.x and 1.x.\"\"\"
+    if ARVIZ_1:
+        az.plot_forest(data, var_names=var_names, combined=True, ci_probs=[0.5, hdi_prob])
+    else:
+        az.plot_forest(data, var_names=var_names, combined=True, hdi_prob=hdi_prob)
+
+
+def summary_stats(data, hdi_prob=0.95):
+    \"\"\"``az.summary(kind="stats")`` with a ``hdi_prob`` interval on ArviZ 0.x and 1.x.\"\"\"
+    if ARVIZ_1:
+        return az.summary(data, kind="stats", ci_prob=hdi_prob)
+    return az.summary(data, kind="stats", hdi_prob=hdi_prob)"""),
 md("""## Part 1: a two-sample comparison
 
 A study has a control arm and a treatment arm, with different people in each. For each arm the
@@ -129,7 +162,7 @@ md("""### The treatment effect
 
 The posterior of $\\delta$ with the value the data were simulated from. Its spread combines the
 sampling variation of two groups of this size and the privacy noise on each arm's sums."""),
-code("""az.plot_posterior(idata, var_names=["delta"], ref_val=data.delta, hdi_prob=0.95)
+code("""plot_posterior(idata, var_names=["delta"], ref_val=data.delta)
 show("treatment effect delta (reference line: the true value)", size=(6, 3.5))
 delta = idata["posterior"]["delta"].values.ravel()
 print(f"P(delta > 0 | release) = {np.mean(delta > 0):.3f}")"""),
@@ -137,9 +170,8 @@ md("""### Each arm's number of people
 
 Each arm's $n$ is latent with its own noisy count; the posteriors sit around the released
 $n_{dp}$ (reference lines: the true counts, which the model never sees)."""),
-code("""az.plot_posterior(idata, var_names=["n_control", "n_treatment"], hdi_prob=0.95,
-                  ref_val={"n_control": [{"ref_val": release.control.n}],
-                           "n_treatment": [{"ref_val": release.treatment.n}]})
+code("""plot_posterior(idata, var_names=["n_control", "n_treatment"],
+               ref_val={"n_control": release.control.n, "n_treatment": release.treatment.n})
 show("latent number of people per arm (reference lines: true n)", size=(10, 3.5))
 for arm in two_sample.ARMS:
     print(f"n_{arm}: released n_dp = {release.arm(arm).n_dp}, true n = {release.arm(arm).n}")"""),
@@ -196,14 +228,13 @@ md("""### Comparing the sexes' mean shares
 `az.plot_forest` puts both sexes' posteriors of the mean shares side by side; the difference
 women minus men is computed on the draws (same chain and draw), so its interval accounts for the
 posterior correlation."""),
-code("""az.plot_forest(idata_atus, var_names=["mean_share_female", "mean_share_male"], combined=True,
-               hdi_prob=0.95, figsize=(8, 4))
-show("posterior mean shares of the day, by sex (95% HDI)")
+code("""plot_forest(idata_atus, var_names=["mean_share_female", "mean_share_male"])
+show("posterior mean shares of the day, by sex (95% HDI)", size=(8, 4))
 posterior = idata_atus["posterior"]
 difference = (posterior["mean_share_female"] - posterior["mean_share_male"]).rename("female - male")
-az.plot_posterior(difference, hdi_prob=0.95, ref_val=0.0)
+plot_posterior(difference.to_dataset(), var_names=["female - male"], ref_val=0.0)
 show("difference of mean shares, women minus men", size=(12, 3.5))
-az.summary(difference, hdi_prob=0.95, kind="stats")"""),
+summary_stats(difference.to_dataset())"""),
 md("""## Where to go next
 
 * [docs/multiple_tables.md](../docs/multiple_tables.md): how tables are formed, a stratified
