@@ -248,7 +248,7 @@ def _build(model: pm.Model, table: TableSpec) -> CompiledTable:
 
     m = pt.scalar("m", dtype="int64")
     record_rvs = [r.rv for r in table.records]
-    stats = _flat_statistics(table.sums)
+    stats = flat_statistics(table.sums)
     # Parameters become their (untransformed) values first: cloning for the record count must not
     # copy the parameters' own random variables.
     n_value = [model.rvs_to_values[table.sample_size.rv]] if table.sample_size is not None else []
@@ -287,7 +287,7 @@ def _sizes(sums) -> list[int]:
     return [int(np.prod(s.shape, dtype=int)) for s in sums]
 
 
-def _flat_statistics(sums) -> pt.TensorVariable:
+def flat_statistics(sums) -> pt.TensorVariable:
     """The per-record statistics of ``sums`` side by side as one float ``(rows, D)`` matrix."""
     flat = [
         pt.cast(pt.reshape(s.statistic, (s.statistic.shape[0], k)), "float64")
@@ -300,5 +300,5 @@ def statistic_function(table: TableSpec):
     """A function ``records -> t`` (``(m, D)``) of a table's record arrays; used by tests and MCEM."""
     record_rvs = [r.rv for r in table.records]
     inputs = [rv.type() for rv in record_rvs]
-    out = clone_replace(_flat_statistics(table.sums), dict(zip(record_rvs, inputs)))
+    out = clone_replace(flat_statistics(table.sums), dict(zip(record_rvs, inputs)))
     return compile_pymc(inputs, out, mode=KERNEL_MODE)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pymc as pm
@@ -57,7 +58,14 @@ from scipy import special
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, without_guards
 from pymc_unbounded_dp.blocks import ModelBlocks, RecordsSpec
 
-__all__ = ["NonCentredModel", "build_noncentred", "describe_forms"]
+__all__ = [
+    "NonCentredGraphs",
+    "NonCentredModel",
+    "build_noncentred",
+    "describe_forms",
+    "noncentred_graphs",
+    "record_forms",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -431,25 +439,29 @@ class NonCentredModel:
         return [np.asarray(x) for x in self._records(*values, *u)]
 
 
-def build_noncentred(
-    model: pm.Model, blocks: ModelBlocks, moving_names: tuple[str, ...]
-) -> NonCentredModel | None:
-    """Compile the non-centred target of ``model``, or ``None`` if a record variable has no form.
+def record_forms(specs, moving: list) -> list[Form | None]:
+    """The non-centred form of each record variable in ``specs`` when the parameters ``moving``
+    (random variables) change; ``None`` where there is none."""
+    record_rvs = [spec.rv for spec in specs]
+    return [_form_of(spec, moving, record_rvs) for spec in specs]
 
-    Parameters
-    ----------
-    model : pm.Model
-    blocks : ModelBlocks
-        The model's privacy blocks.
-    moving_names : tuple of str
-        Value-variable names of the parameters the move changes (the others are held fixed).
+
+class NonCentredGraphs(NamedTuple):
+    """Symbolic non-centred pieces of some record variables, on PyMC's value variables.
+
+    ``uniforms``: auxiliary uniform inputs of the ancillaries; ``ancillaries``: ``u`` of the
+    records in the model's containers; ``u_inputs``: one input per record variable;
+    ``records``: each record container mapped to ``g(theta, u)`` (parents already replaced).
     """
-    values_to_rvs = {v.name: rv for rv, v in model.rvs_to_values.items()}
-    moving = [values_to_rvs[name] for name in moving_names]
-    record_rvs = [r.rv for r in blocks.records]
-    forms = [_form_of(spec, moving, record_rvs) for spec in blocks.records]
-    if any(f is None for f in forms):
-        return None
+
+    uniforms: list
+    ancillaries: list
+    u_inputs: list
+    records: dict
+
+
+def noncentred_graphs(model: pm.Model, specs, forms: list[Form]) -> NonCentredGraphs:
+    """The graphs of ``x -> u`` and ``(theta, u) -> x`` of record variables with forms ``forms``."""
 
     def at_values(graphs):
         return replace_rvs_by_values(
@@ -457,7 +469,7 @@ def build_noncentred(
         )
 
     uniforms, ancillaries, u_inputs, new_records = [], [], [], {}
-    for form, spec in zip(forms, blocks.records):
+    for form, spec in zip(forms, specs):
         rv = spec.rv
         params = list(rv.owner.op.dist_params(rv.owner))
         v = None
@@ -475,22 +487,41 @@ def build_noncentred(
         # clone_replace keeps; random variables would be cloned and no longer recognised.)
         (x_new,) = at_values([pt.cast(form.records(u, rv, params), rv.dtype)])
         new_records[spec.data] = clone_replace(x_new, new_records) if new_records else x_new
+    return NonCentredGraphs(uniforms, at_values(ancillaries), u_inputs, new_records)
 
+
+def build_noncentred(
+    model: pm.Model, blocks: ModelBlocks, moving_names: tuple[str, ...]
+) -> NonCentredModel | None:
+    """Compile the non-centred target of ``model``, or ``None`` if a record variable has no form.
+
+    Parameters
+    ----------
+    model : pm.Model
+    blocks : ModelBlocks
+        The model's privacy blocks.
+    moving_names : tuple of str
+        Value-variable names of the parameters the move changes (the others are held fixed).
+    """
+    values_to_rvs = {v.name: rv for rv, v in model.rvs_to_values.items()}
+    forms = record_forms(blocks.records, [values_to_rvs[name] for name in moving_names])
+    if any(f is None for f in forms):
+        return None
+    graphs = noncentred_graphs(model, blocks.records, forms)
     value_vars = list(model.value_vars)
     ancillary_fn = compile_pymc(
-        [*value_vars, *uniforms], at_values(ancillaries), on_unused_input="ignore",
+        [*value_vars, *graphs.uniforms], graphs.ancillaries, on_unused_input="ignore",
         mode=KERNEL_MODE,
     )
-    records_value_space = list(new_records.values())
-    containers = new_records
     releases = [s.release_rv for s in blocks.sums]
     log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *releases], jacobian=True)
-    (log_target,) = without_guards([clone_replace(log_target, containers)])
+    (log_target,) = without_guards([clone_replace(log_target, graphs.records)])
     log_target_fn = compile_pymc(
-        [*value_vars, *u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
+        [*value_vars, *graphs.u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
     )
     records_fn = compile_pymc(
-        [*value_vars, *u_inputs], records_value_space, on_unused_input="ignore", mode=KERNEL_MODE
+        [*value_vars, *graphs.u_inputs], list(graphs.records.values()), on_unused_input="ignore",
+        mode=KERNEL_MODE,
     )
     for fn in (ancillary_fn, log_target_fn, records_fn):
         fn.trust_input = True

@@ -20,6 +20,7 @@ from scipy import optimize, special, stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.mcem import MCEMResult, mcem
+from pymc_unbounded_dp.mcem import objective as objective_module
 
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
@@ -334,7 +335,7 @@ def test_bad_options(bounded_model, options, message):
 
 def test_chunked_evaluation_gives_the_same_fit(normal_model, normal_fit, monkeypatch):
     """The objective is evaluated over groups of imputed sets; the grouping changes nothing."""
-    monkeypatch.setattr("pymc_unbounded_dp._mcem_run._CHUNK_ROWS", 7 * N_NORMAL + 3)
+    monkeypatch.setattr(objective_module, "CHUNK_ROWS", 7 * N_NORMAL + 3)
     chunked = mcem(normal_model, random_seed=2, tol=0.02, progressbar=False)
     assert chunked.history.sizes == normal_fit.history.sizes
     np.testing.assert_allclose(chunked.history["mu"], normal_fit.history["mu"], rtol=1e-8)

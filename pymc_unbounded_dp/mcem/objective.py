@@ -1,9 +1,10 @@
 """The complete-data log-likelihood of a DP model as compiled functions of its parameters (MCEM).
 
-Built once per :func:`pymc_unbounded_dp.mcem` call from the model graph. The M imputed record sets
-of an E-step are stacked row-wise into the model's record containers (records are i.i.d. given the
-parameters, so the records' log-density summed over all stacked rows is the Monte Carlo sum); the
-latent sample sizes of the sets are passed as a vector ``n_values`` of length M. The objective is
+Built once per model from its graph, with the records as explicit inputs (the model's record
+containers are replaced by symbolic arrays; nothing is written into the model). The M imputed
+record sets of an E-step are stacked row-wise (records are i.i.d. given the parameters, so the
+records' log-density summed over all stacked rows is the Monte Carlo sum); the latent sample sizes
+of the sets are passed as a vector ``n_values`` of length M. The objective is
 
     Q(theta) = (1/M) [ sum_i log f(x_i | theta) + sum_m log g(n_m | theta) ]  (+ log pi(theta))
 
@@ -72,9 +73,52 @@ class Layout(NamedTuple):
         ]
 
 
+class Sets(NamedTuple):
+    """``M`` imputed data sets stacked row-wise, with the sample size of each."""
+
+    records: list[np.ndarray]
+    n_values: np.ndarray
+
+    def each(self):
+        """Each set in turn as a one-set :class:`Sets` (views into the stacked arrays)."""
+        stops = np.cumsum(self.n_values)
+        for m, (start, stop) in enumerate(zip(stops - self.n_values, stops)):
+            yield Sets([r[start:stop] for r in self.records], self.n_values[m : m + 1])
+
+    def chunks(self, max_rows: int):
+        """Consecutive groups of whole sets with at most ``max_rows`` rows (or one set) each."""
+        stops = np.cumsum(self.n_values)
+        first = 0
+        while first < self.n_values.size:
+            base = stops[first] - self.n_values[first]
+            last = max(first + 1, int(np.searchsorted(stops, base + max_rows, side="right")))
+            rows = slice(base, stops[last - 1])
+            yield Sets([r[rows] for r in self.records], self.n_values[first:last])
+            first = last
+
+
+#: Rows of stacked records per evaluation of the objective: bounds the memory of the intermediate
+#: arrays (the objective is additive over the imputed sets).
+CHUNK_ROWS = 200_000
+
+
+def average(function, flat: np.ndarray, sets: Sets) -> list[np.ndarray]:
+    """``function(flat, n_values, *records)`` of all ``sets`` (an average over sets), evaluated
+    chunk by chunk (see :data:`CHUNK_ROWS`)."""
+    total = None
+    for chunk in sets.chunks(CHUNK_ROWS):
+        weight = chunk.n_values.size / sets.n_values.size
+        parts = [
+            weight * np.asarray(x, dtype=float)
+            for x in function(flat, chunk.n_values, *chunk.records)
+        ]
+        total = parts if total is None else [t + x for t, x in zip(total, parts)]
+    return total
+
+
 class ScaleFunctions(NamedTuple):
-    """The compiled objective on one scale, as functions of ``(flat, n_values)`` returning lists:
-    ``value_and_grad -> [value, gradient]`` and ``hessian -> [hessian]``."""
+    """The compiled objective on one scale, as functions of ``(flat, n_values, *records)``
+    returning lists: ``value_and_grad -> [value, gradient]`` and ``hessian -> [hessian]``."""
 
     value_and_grad: object
     hessian: object
@@ -114,6 +158,10 @@ class CompleteDataLogLik:
             ]
         )
         self.n_values = pt.vector("n_values", dtype="int64")
+        self.record_inputs = [
+            pt.tensor(f"{spec.name}_stacked", dtype=spec.data.dtype, shape=(None,) * spec.data.ndim)
+            for spec in self.table.records
+        ]
         self._objective = self._objective_graph()
         natural = self._at_values(self.param_rvs)
         flat_u = pt.vector("unconstrained", dtype="float64")
@@ -146,12 +194,14 @@ class CompleteDataLogLik:
         model = self.compiled.model
         record_rvs = [r.rv for r in self.compiled.blocks.records]
         total = model.logp(vars=record_rvs, jacobian=False)
+        replacements = {spec.data: x for spec, x in zip(self.table.records, self.record_inputs)}
         size = self.table.sample_size
         if size is not None:
             # The records' graph is sized by n; here n is the length of the records evaluated.
-            rows = self.table.records[0].data.shape[0]
             n_value = model.rvs_to_values[size.rv]
-            total = clone_replace(total, {n_value: pt.cast(rows, n_value.dtype)})
+            rows = self.record_inputs[0].shape[0]
+            replacements[n_value] = pt.cast(rows, n_value.dtype)
+        total = clone_replace(total, replacements)
         if self.prior_of_n_depends_on_parameters:
             n_rv = self.table.sample_size.rv
             log_g = pm.logp(n_rv, self.n_values, warn_rvs=False)
@@ -166,6 +216,13 @@ class CompleteDataLogLik:
         """Whether ``g(n | theta)`` enters the likelihood (e.g. ``n ~ Poisson(lam)``)."""
         n = self.table.sample_size
         return n is not None and bool(depends_on(n.rv, self.param_rvs))
+
+    def inputs_on(self, scale: str, flat: pt.TensorVariable) -> dict:
+        """The parameters' value variables as functions of a flat vector on ``scale``
+        (``"unconstrained"``: the value variables themselves; ``"natural"``: the parameters)."""
+        if scale == "unconstrained":
+            return dict(zip(self.value_vars, self.unconstrained.symbolic(flat, self.value_vars)))
+        return self._natural_inputs(flat)
 
     def _natural_inputs(self, flat: pt.TensorVariable) -> dict:
         """Value variables as functions of a natural-scale flat vector (``forward`` transforms)."""
@@ -189,14 +246,9 @@ class CompleteDataLogLik:
         """The compiled objective on the ``"unconstrained"`` or ``"natural"`` scale (cached)."""
         if name not in self._scales:
             flat = pt.vector(name, dtype="float64")
-            if name == "unconstrained":
-                slices = self.unconstrained.symbolic(flat, self.value_vars)
-                inputs = dict(zip(self.value_vars, slices))
-            else:
-                inputs = self._natural_inputs(flat)
-            objective = clone_replace(self._objective, inputs)
+            objective = clone_replace(self._objective, self.inputs_on(name, flat))
             grad = pytensor.grad(objective, flat)
-            args = [flat, self.n_values]
+            args = [flat, self.n_values, *self.record_inputs]
             self._scales[name] = ScaleFunctions(
                 value_and_grad=_function(args, [objective, grad]),
                 hessian=_function(args, [hessian(objective, flat)]),
