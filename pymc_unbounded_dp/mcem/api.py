@@ -37,7 +37,7 @@ from pymc_unbounded_dp.mcem.diagnostics import (
 from pymc_unbounded_dp.mcem.em import EMLoop, EMOutcome, Options, information
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik, complete_data_loglik
 from pymc_unbounded_dp.mcem.result import Boundary, Convergence, MCEMResult, MCEMState
-from pymc_unbounded_dp.mcem.simulated import SimulatedLikelihood, Window, simulated_likelihood
+from pymc_unbounded_dp.mcem.simulated import SimulatedLikelihood, simulated_likelihood
 
 __all__ = ["mcem"]
 
@@ -335,18 +335,24 @@ class _Driver:
     def _simulated_stage(self, loop: EMLoop, em: EMOutcome, replicates: int, previous, bar):
         objective, options, simulated = self.objective, self.options, self.simulated
         transformed = objective.transformed
-        window = _narrowed(simulated.window(), loop.last_n_values)
+        full = simulated.window()
+        n_values = loop.last_n_values
+        centre = float(np.median(n_values)) if n_values is not None else 0.0
+        margin = max(10.0 * float(np.std(n_values)), _N_MARGIN) if n_values is not None else 0.0
         start = em.unconstrained
         while True:
-            batches = [
-                simulated.draw(start, replicates, window, int(self.rng.integers(2**62)))
-                for _ in range(options.batches)
-            ]
+            seeds = [int(self.rng.integers(2**62)) for _ in range(options.batches)]
+            window = full if n_values is None else SimulatedLikelihood.narrowed(full, centre, margin)
+            batches = [simulated.draw(start, replicates, window, seed) for seed in seeds]
 
-            def pooled(x, batches=batches):
+            def pooled(x, batches=batches, window=window):
                 return simulated.pooled("unconstrained", x, batches, window)
 
             best = bd.maximise(pooled, start, transformed)
+            if not simulated.window_suffices(best.x, batches, window, full):
+                margin *= 4  # the posterior of n reaches an end of the window: widen, redo
+                start = best.x
+                continue
             observed = bd.observed_information(pooled, best.x)
             found = self._boundary(pooled, best, em.unconstrained, observed)
             if found is not None:
@@ -397,7 +403,8 @@ class _Driver:
 
     def _boundary(self, pooled, best, start, observed) -> bd.Profile | None:
         for index, direction in bd.candidates(best.x, start, observed, self.objective.transformed):
-            found = bd.profile(pooled, best, index, direction, self.objective.transformed)
+            found = bd.profile(pooled, best, index, direction, self.objective.transformed,
+                               origin=float(start[index]))
             if found.increasing:
                 return found
         return None
@@ -506,21 +513,6 @@ def _progress(bar):
         bar.set_postfix({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()})
 
     return update
-
-
-def _narrowed(window: Window, n_values: np.ndarray | None) -> Window:
-    """The window of ``n`` cut to the range of the last E-step's imputed ``n`` plus a margin of
-    ``max(10 sd, 50)``: the release density of ``n`` alone may allow a far wider range than the
-    sums do (``epsilon_n = 0.01``: thousands of values), and terms far outside the posterior of
-    ``n`` add nothing to the likelihood."""
-    if n_values is None or window.lo == window.hi:
-        return window
-    margin = max(10.0 * float(np.std(n_values)), _N_MARGIN)
-    lo = max(window.lo, int(np.floor(n_values.min() - margin)))
-    hi = min(window.hi, int(np.ceil(n_values.max() + margin)))
-    if lo > hi:
-        return window
-    return Window(lo, hi, window.log_q[lo - window.lo : hi - window.lo + 1])
 
 
 def _jacobian(function, x: np.ndarray) -> np.ndarray:

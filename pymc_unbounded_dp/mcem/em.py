@@ -244,7 +244,11 @@ class EMLoop:
 
     def run(self, u: np.ndarray, first_samples: int, switch=None, progress=None) -> EMOutcome:
         """Iterate from ``u`` until the stopping rule holds, the M-step diverges, the budget is
-        spent, or ``switch(missing_fraction, n_samples)`` returns true (after an iteration)."""
+        spent, or ``switch(missing_fraction, n_samples)`` returns true (after an iteration).
+
+        With a ``switch``, a diverging M-step also hands over (status ``None``): the complete-data
+        likelihood may run to a boundary where the observed-data likelihood does not.
+        """
         options = self.options
         trail: deque[tuple[np.ndarray, int]] = deque(maxlen=options.patience)
         streak, rate, count = 0, float("nan"), first_samples
@@ -254,6 +258,8 @@ class EMLoop:
             try:
                 new_u, value = m_step(self.objective, u, step.sets)
             except Diverged as error:
+                if switch is not None:  # the other method sees the observed-data likelihood
+                    return EMOutcome(u, count, None, "", self.state, rate)
                 reason = f"iteration {self.first_iteration + k + 1}: {error}"
                 return EMOutcome(u, count, Convergence.DIVERGED, reason, self.state, rate)
             info = information(self.objective, "unconstrained", u, step.sets)

@@ -64,6 +64,16 @@ class Batch(NamedTuple):
     replicates: int
 
 
+class Evaluation(NamedTuple):
+    """One batch's simulated log-likelihood, its gradient, the replicates' log-weights ``log W_r``
+    and the unnormalised log-posterior of ``n`` on the window."""
+
+    value: float
+    grad: np.ndarray
+    log_weights: np.ndarray
+    log_n_weights: np.ndarray
+
+
 class Window(NamedTuple):
     """The values ``lo..hi`` of ``n`` summed over and ``log q(n)`` on them."""
 
@@ -161,6 +171,7 @@ class SimulatedLikelihood:
             (log_g,) = at_values([pm.logp(n_spec.rv, grid, warn_rvs=False)])
             log_terms = log_terms + log_g[None, :]
         self._log_weights = pt.logsumexp(log_terms, axis=1)  # (R,): log W_r
+        self._log_n_weights = pt.logsumexp(log_terms, axis=0)  # (J,): posterior of n, unnormalised
         total = pt.logsumexp(self._log_weights) - pt.log(pt.cast(self._replicates, "float64"))
         if objective.include_prior:
             total = total + at_values([model.logp(vars=objective.param_rvs, jacobian=False)])[0]
@@ -172,12 +183,15 @@ class SimulatedLikelihood:
         if scale not in self._functions:
             flat = pt.vector(scale, dtype="float64")
             inputs = self.objective.inputs_on(scale, flat)
-            total, log_weights = clone_replace([self._total, self._log_weights], inputs)
+            total, log_weights, log_n_weights = clone_replace(
+                [self._total, self._log_weights, self._log_n_weights], inputs
+            )
             grad = pytensor.grad(total, flat)
             args = [flat, self._released, self._log_q, self._lo, self._hi, self._replicates,
                     *self._u_inputs]
             self._functions[scale] = compile_pymc(
-                args, [total, grad, log_weights], on_unused_input="ignore", mode=KERNEL_MODE
+                args, [total, grad, log_weights, log_n_weights], on_unused_input="ignore",
+                mode=KERNEL_MODE,
             )
         return self._functions[scale]
 
@@ -199,6 +213,16 @@ class SimulatedLikelihood:
         lo, hi = int(grid[keep[0]]), int(grid[keep[-1]])
         return Window(lo, hi, np.asarray(log_q[keep[0] : keep[-1] + 1], dtype=float))
 
+    @staticmethod
+    def narrowed(full: Window, centre: float, margin: float) -> Window:
+        """``full`` cut to ``centre +- margin`` (for a release density of ``n`` much wider than
+        the posterior of ``n``); see :meth:`window_suffices`."""
+        lo = max(full.lo, int(np.floor(centre - margin)))
+        hi = min(full.hi, int(np.ceil(centre + margin)))
+        if lo > hi:
+            return full
+        return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
+
     def draw(self, unconstrained: np.ndarray, replicates: int, window: Window, seed: int) -> Batch:
         """A batch of ``replicates`` ancillary sequences of ``window.hi`` records each.
 
@@ -213,20 +237,22 @@ class SimulatedLikelihood:
         u = [np.asarray(a, dtype=np.float64) for a in self._ancillary(*values, *records)]
         return Batch(u, replicates)
 
-    def evaluate(self, scale: str, flat: np.ndarray, batch: Batch, window: Window):
-        """``(log L_hat, gradient, log W_r)`` of one batch at ``flat`` on ``scale``."""
+    def evaluate(self, scale: str, flat: np.ndarray, batch: Batch, window: Window) -> Evaluation:
+        """The simulated log-likelihood of one batch at ``flat`` on ``scale``, with its gradient,
+        the replicates' log-weights and the (unnormalised) log-posterior of ``n`` on the window."""
         function = self._compiled(scale)
-        value, grad, log_weights = function(
+        value, grad, log_weights, log_n = function(
             flat, self.objective.table.released_sums(), window.log_q,
             np.int64(window.lo), np.int64(window.hi), np.int64(batch.replicates), *batch.u,
         )
-        return float(value), np.asarray(grad, dtype=float), np.asarray(log_weights)
+        return Evaluation(float(value), np.asarray(grad, dtype=float), np.asarray(log_weights),
+                          np.asarray(log_n))
 
     def pooled(self, scale: str, flat: np.ndarray, batches: list[Batch], window: Window):
         """``(log L_hat, gradient)`` of all batches pooled (equal replicates per batch)."""
         values, grads = [], []
         for batch in batches:
-            value, grad, _ = self.evaluate(scale, flat, batch, window)
+            value, grad, *_ = self.evaluate(scale, flat, batch, window)
             values.append(value)
             grads.append(grad)
         values = np.asarray(values)
@@ -239,10 +265,21 @@ class SimulatedLikelihood:
     def effective_replicates(self, flat: np.ndarray, batches: list[Batch], window: Window) -> float:
         """Kish's effective number of replicates of the pooled estimate at ``flat``."""
         log_w = np.concatenate(
-            [self.evaluate("unconstrained", flat, b, window)[2] for b in batches]
+            [self.evaluate("unconstrained", flat, b, window).log_weights for b in batches]
         )
         w = np.exp(log_w - log_w.max())
         return float(w.sum() ** 2 / np.sum(w**2))
+
+    def window_suffices(self, flat: np.ndarray, batches: list[Batch], window: Window,
+                        full: Window) -> bool:
+        """Whether the posterior of ``n`` at ``flat`` is negligible (:data:`N_WINDOW_NATS` below
+        its mode) at each end of ``window`` that is inside ``full`` (the release's own window)."""
+        log_n = logsumexp(
+            [self.evaluate("unconstrained", flat, b, window).log_n_weights for b in batches], axis=0
+        )
+        low_ok = window.lo <= full.lo or log_n[0] < log_n.max() - N_WINDOW_NATS
+        high_ok = window.hi >= full.hi or log_n[-1] < log_n.max() - N_WINDOW_NATS
+        return bool(low_ok and high_ok)
 
 
 def _tail_width(mechanism) -> float:

@@ -1,0 +1,185 @@
+"""Maximum likelihood where EM creeps: the simulated likelihood against exact likelihoods.
+
+Exact references (closed form or one-dimensional quadrature):
+
+* ``two``: ``x ~ N(mu, 1)``, ``y | x ~ N(beta x, 1)``, ``n = 40`` known, release
+  ``(sum x, sum y) + Laplace(15)``: about 95% of the information is missing. ``S_x ~ N(n mu, n)``
+  and ``S_y | S_x ~ N(beta S_x, n)``, so ``L = int N(a; n mu, n) eta(s_x - a)
+  [N(beta a, n) * Laplace](s_y) da`` (inner convolution in closed form, outer by quadrature).
+* ``unbounded``: ``x ~ N(mu, 1)``, ``n`` latent with ``n_dp`` (discrete Laplace), flat prior:
+  ``L = sum_n eta_n(n_dp - n) [N(n mu, n) * Laplace](s)``.
+* ``boundary``: ``x ~ N(0, sigma)``, release ``sum x^2 + Laplace(2)`` observed at ``-3`` < 0:
+  ``L(sigma) = exp(s/b) / (2b) (1 + 2 sigma^2 / b)^(-n/2)`` decreases in ``sigma``, so the
+  supremum is at ``sigma = 0``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from oracles import log_normal_laplace
+from scipy import optimize, special
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.mcem import Convergence
+
+pytestmark = pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS:UserWarning")
+
+N_TWO, B_TWO, S_TWO = 40, 15.0, (45.0, 30.0)
+N_DP, N_EPSILON, B_UNB, S_UNB = 60, 0.3, 3.0, 75.0
+N_BOUND, B_BOUND, S_BOUND = 20, 2.0, -3.0
+
+
+# --------------------------------------------------------------------------------------------------
+# exact likelihoods
+# --------------------------------------------------------------------------------------------------
+def two_loglik(params) -> float:
+    mu, beta = params
+    sd = np.sqrt(N_TWO)
+    a = np.linspace(N_TWO * mu - 12 * sd, N_TWO * mu + 12 * sd, 12001)
+    log_terms = (
+        -0.5 * ((a - N_TWO * mu) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
+        + pmdp.Laplace(scale=B_TWO).logpdf(S_TWO[0] - a)
+        + log_normal_laplace(S_TWO[1], beta * a, N_TWO, B_TWO)
+    )
+    return float(special.logsumexp(log_terms) + np.log(a[1] - a[0]))
+
+
+def unbounded_loglik(mu) -> float:
+    n = np.arange(1, 400)
+    log_q = pmdp.DiscreteLaplace(epsilon=N_EPSILON).logpdf(N_DP - n)
+    return float(special.logsumexp(log_q + log_normal_laplace(S_UNB, n * mu, n, B_UNB)))
+
+
+def boundary_loglik(sigma):
+    sigma = np.asarray(sigma, dtype=float)
+    return S_BOUND / B_BOUND - np.log(2 * B_BOUND) - N_BOUND / 2 * np.log1p(2 * sigma**2 / B_BOUND)
+
+
+def exact_mle(loglik, start):
+    """Maximiser and observed-information standard errors (central second differences)."""
+    result = optimize.minimize(lambda p: -loglik(p), start, method="Nelder-Mead",
+                               options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000})
+    x, h = np.atleast_1d(result.x), 1e-3
+    size = x.size
+    hess = np.empty((size, size))
+    for i in range(size):
+        for j in range(size):
+            ei, ej = np.eye(size)[i] * h, np.eye(size)[j] * h
+            hess[i, j] = (loglik(x + ei + ej) - loglik(x + ei - ej) - loglik(x - ei + ej)
+                          + loglik(x - ei - ej)) / (4 * h * h)
+    return x, np.sqrt(np.diag(np.linalg.inv(-hess)))
+
+
+# --------------------------------------------------------------------------------------------------
+# models
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_model():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        beta = pm.Normal("beta", 0.0, 10.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=N_TWO)
+        y = pmdp.Records("y", pm.Normal.dist(beta * x, 1.0), n=N_TWO)
+        pmdp.PrivatizedSum("s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=B_TWO),
+                           observed=np.array(S_TWO))
+    return model
+
+
+@pytest.fixture(scope="module")
+def two_exact():
+    return exact_mle(lambda p: two_loglik(p), np.array([1.1, 0.6]))
+
+
+@pytest.fixture(scope="module")
+def two_fit(two_model):
+    return pmdp.mcem(two_model, random_seed=1, progressbar=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# much missing information: the simulated likelihood converges, EM does not
+# --------------------------------------------------------------------------------------------------
+def test_auto_switches_to_the_simulated_likelihood(two_fit):
+    assert two_fit.method == "simulated"
+    assert two_fit.converged == "interior" and bool(two_fit.converged)
+    assert two_fit.missing_information > 0.8  # at the MLE (Louis' I_c, the simulated I_obs)
+    history = two_fit.history
+    em_rows = history.where(history["method"] == "em", drop=True)
+    assert em_rows.sizes["iteration"] >= 1  # EM ran first, then handed over at the switch rate
+    assert float(em_rows["missing_information"][-1]) >= 0.9
+
+
+def test_simulated_mle_matches_the_exact_mle(two_fit, two_exact):
+    mle, se = two_exact
+    estimate = np.array([two_fit.estimate["mu"], two_fit.estimate["beta"]], dtype=float)
+    mc_error = np.array([two_fit.mc_error["mu"], two_fit.mc_error["beta"]], dtype=float)
+    standard_error = np.array([two_fit.standard_error["mu"], two_fit.standard_error["beta"]],
+                              dtype=float)
+    # the reported Monte Carlo error is below tol=0.05 standard errors, and honest
+    assert np.all(mc_error < 0.05 * se * 1.2)
+    assert np.all(np.abs(estimate - mle) < 4 * mc_error + 0.02 * se), (estimate, mle, mc_error)
+    np.testing.assert_allclose(standard_error, se, rtol=0.1)
+
+
+def test_plain_em_does_not_converge_within_the_same_budget(two_model, two_exact):
+    with pytest.warns(UserWarning, match="did not converge"):
+        em = pmdp.mcem(two_model, method="em", random_seed=1, max_iterations=40,
+                       progressbar=False)
+    assert em.converged == "budget" and not em.converged
+    mle, se = two_exact
+    distance = abs(float(em.estimate["beta"]) - mle[1]) / se[1]
+    assert distance > 0.05  # still creeping towards the MLE
+
+
+def test_same_seed_same_simulated_fit(two_model, two_fit):
+    again = pmdp.mcem(two_model, random_seed=1, progressbar=False)
+    assert float(again.estimate["beta"]) == float(two_fit.estimate["beta"])
+
+
+# --------------------------------------------------------------------------------------------------
+# unbounded DP: the window of n
+# --------------------------------------------------------------------------------------------------
+def test_simulated_mle_under_unbounded_dp():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=N_EPSILON))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=B_UNB), observed=S_UNB)
+    fit = pmdp.mcem(model, method="simulated", random_seed=3, progressbar=False)
+    (mle,), (se,) = exact_mle(lambda p: unbounded_loglik(p[0]), np.array([1.2]))
+    assert fit.converged == "interior"
+    assert abs(float(fit.estimate["mu"]) - mle) < 4 * float(fit.mc_error["mu"]) + 0.02 * se
+    np.testing.assert_allclose(float(fit.standard_error["mu"]), se, rtol=0.1)
+
+
+# --------------------------------------------------------------------------------------------------
+# a supremum on the boundary
+# --------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def boundary_model():
+    with pm.Model() as model:
+        sigma = pm.HalfNormal("sigma", 5.0)
+        x = pmdp.Records("x", pm.Normal.dist(0.0, sigma), n=N_BOUND)
+        pmdp.PrivatizedSum("s", x**2, pmdp.Laplace(scale=B_BOUND), observed=S_BOUND)
+    return model
+
+
+@pytest.mark.parametrize("method", ["simulated", "auto"])
+def test_boundary_supremum_is_named(boundary_model, method):
+    with pytest.warns(UserWarning, match="boundary"):
+        fit = pmdp.mcem(boundary_model, method=method, random_seed=4, progressbar=False)
+    assert fit.converged == "boundary" and not fit.converged
+    boundary = fit.boundary
+    assert boundary.parameter == "sigma" and boundary.direction == "lower"
+    assert boundary.limit == 0.0
+    assert np.all(np.diff(boundary.values) < 0)  # towards 0
+    assert np.all(np.diff(boundary.profile_loglik) > 0)  # increasing on the way
+    # the profile is the exact log-likelihood up to a constant
+    exact = boundary_loglik(boundary.values)
+    np.testing.assert_allclose(
+        boundary.profile_loglik - boundary.profile_loglik[0], exact - exact[0], atol=0.05
+    )
+    assert "sigma" in fit.reason and "boundary" in fit.reason
+    assert np.isnan(fit.standard_error["sigma"])
