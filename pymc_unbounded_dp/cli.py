@@ -61,7 +61,7 @@ def _epsilon_list(text: str) -> tuple[float, ...]:
     parts = [p for p in text.replace(" ", "").split(",") if p]
     if not parts:
         raise argparse.ArgumentTypeError("must be a comma-separated list of positive numbers")
-    return tuple(_positive_float(p) for p in parts)
+    return tuple(float("inf") if p == "inf" else _positive_float(p) for p in parts)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
         "unbounded DP, writing one result file per finished fit to OUT/cells (a rerun with the "
         "same --out resumes), tables (CSV, Markdown) and figures (PNG).",
     )
-    rep.add_argument("study", choices=["regression", "atus"], help="which study")
+    rep.add_argument("study", choices=["regression", "atus", "mcem"],
+                     help="which study (mcem: the paper's Table 2, MLEs of the regression)")
     rep.add_argument("--quick", action="store_true",
                      help="a reduced grid (one epsilon_s, three epsilon_n, one replicate, shorter "
                      "chains, no MCEM) that finishes in a few minutes")
@@ -140,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--epsilon-s", type=_epsilon_list, default=None, metavar="LIST",
                      help="comma-separated epsilon_s values (overrides the grid)")
     rep.add_argument("--epsilon-n", type=_epsilon_list, default=None, metavar="LIST",
-                     help="comma-separated epsilon_n values (overrides the grid)")
+                     help="comma-separated epsilon_n values (overrides the grid; 'inf': n "
+                     "public, mcem study only)")
     rep.add_argument("--data", type=Path, default=None,
                      help="ATUS data folder with female.csv and male.csv (default: "
                      "$PMDP_ATUS_DIR, else ../shared/data/atus2019 next to the repository, else "
@@ -153,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "with --quick)")
     rep.add_argument("--mcem-replicates", type=_non_negative_int, default=None, metavar="K",
                      help="run MCEM on the first K replicates only (default: all)")
+    rep.add_argument("--workers", type=_positive_int, default=1,
+                     help="mcem study: fits run in this many processes (default: 1)")
     rep.add_argument("--report-only", action="store_true",
                      help="only write tables and figures from the fits already finished in --out")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -276,12 +280,18 @@ def _save_posterior(idata, path: Path) -> list[Path]:
 
 def _reproduce(args, out=None) -> int:
     out = out or sys.stdout
+    if args.study == "mcem":
+        return _reproduce_mle(args, out)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     from pymc_unbounded_dp.examples import atus as atus_example
     from pymc_unbounded_dp.examples import studies
 
+    for name in ("epsilon_s", "epsilon_n"):
+        if any(e == float("inf") for e in getattr(args, name) or ()):
+            raise UsageError(f"--{name.replace('_', '-')}: 'inf' is for the mcem study only (the "
+                             f"{args.study} study fits bounded DP beside every epsilon_n)")
     data = None
     if args.study == "atus":
         data = _atus_source(args.data)
@@ -333,6 +343,50 @@ def _reproduce(args, out=None) -> int:
     print(f"\nDone in {minutes:.1f} min.\n", file=out)
     print(report.read_text(), file=out)
     print(f"Tables and figures in {folder}", file=out)
+    return 0
+
+
+_MLE_OPTIONS = ("draws", "tune", "chains", "epsilon_s", "data", "sampler", "mcem",
+                "mcem_replicates")
+
+
+def _reproduce_mle(args, out) -> int:
+    """``pmdp reproduce mcem``: the Table 2 protocol (:mod:`~pymc_unbounded_dp.examples.mle_study`)."""
+    from pymc_unbounded_dp.examples import mle_study
+
+    given = [name for name in _MLE_OPTIONS if getattr(args, name) is not None]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(f"{flags}: not options of the mcem study (it has --replicates, "
+                         "--epsilon-n, --seed, --workers, --quick, --out, --report-only)")
+    folder = _writable_folder(args.out or DEFAULT_OUT / f"reproduce-mcem{'-quick' if args.quick else ''}")
+    defaults = mle_study.MLEStudyConfig()
+    config = mle_study.MLEStudyConfig(
+        epsilon_n=args.epsilon_n or ((1.0, float("inf")) if args.quick else defaults.epsilon_n),
+        replicates=args.replicates or (2 if args.quick else defaults.replicates),
+        seed=defaults.seed if args.seed is None else args.seed,
+    )
+    _quiet_pymc()
+    if args.report_only:
+        records = [r for f in mle_study.fits(config)
+                   if (r := mle_study.finished(folder, f, config)) is not None]
+        if not records:
+            raise UsageError(f"--out: no finished fits of this grid in {str(folder)!r}")
+        print(mle_study.markdown_table(records), file=out)
+        return 0
+    start = time.perf_counter()
+    try:
+        records = mle_study.run_study(config, folder, workers=args.workers,
+                                      log=lambda text: print(text, file=out, flush=True))
+    except KeyboardInterrupt:
+        done = len(list((folder / "fits").glob("*.json")))
+        print(f"\ninterrupted: {done} finished fit(s) kept in {folder / 'fits'}; rerun the same "
+              "command to resume.", file=sys.stderr)
+        return 130
+    except ValueError as error:
+        raise UsageError(f"--out: {error}") from None
+    print(f"\nDone in {(time.perf_counter() - start) / 60:.1f} min.\n", file=out)
+    print(mle_study.markdown_table(records), file=out)
     return 0
 
 

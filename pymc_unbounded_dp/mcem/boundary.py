@@ -24,7 +24,7 @@ LogLik = Callable[[np.ndarray], tuple[float, np.ndarray]]
 MAX_RESTARTS = 8
 RESTART_IMPROVEMENT = 1e-4
 #: Where the profile is evaluated, as fractions of the way from the start to the bound.
-PROFILE_FRACTIONS = (0.0, 0.125, 0.25, 0.5, 1.0)
+PROFILE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
 #: A profile that drops by less than this (nats) towards the bound is taken as non-decreasing.
 PROFILE_TOLERANCE = 1e-3
 #: Transformed parameters with an unconstrained standard error above this are checked.
@@ -66,7 +66,7 @@ def maximise(loglik: LogLik, start: np.ndarray, transformed: np.ndarray, fixed=N
             warnings.simplefilter("ignore", RuntimeWarning)
             result = minimize(
                 negative, x_free, jac=True, method="L-BFGS-B", bounds=bounds,
-                options={"maxiter": 2000, "ftol": 1e-12, "gtol": 1e-7},
+                options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
             )
         improvement = -float(result.fun) - value
         x_free, value = result.x, -float(result.fun)
