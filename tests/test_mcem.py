@@ -19,7 +19,7 @@ from oracles import log_normal_laplace
 from scipy import optimize, special, stats
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.mcem import MCEMResult, mcem
+from pymc_unbounded_dp.mcem import Convergence, MCEMResult, mcem
 from pymc_unbounded_dp.mcem import objective as objective_module
 
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)
@@ -200,9 +200,28 @@ def test_result_structure(bounded_fit):
     assert bounded_fit.state.records.n == N_BOUNDED
 
 
-def test_records_are_restored(bounded_model, bounded_fit):
+def test_model_records_are_untouched(bounded_model, bounded_fit):
+    """The objective takes the imputed records as inputs: the model's containers never change."""
     data = pmdp.blocks.model_blocks(bounded_model).records[0].data.get_value()
     assert data.shape == (N_BOUNDED,)
+
+
+def test_result_reports_method_status_and_errors(bounded_fit):
+    assert bounded_fit.converged == "interior" and bounded_fit.converged is Convergence.INTERIOR
+    assert bool(bounded_fit.converged)
+    assert not Convergence.BUDGET and not Convergence.BOUNDARY and not Convergence.DIVERGED
+    assert repr(Convergence.BOUNDARY) == "'boundary'"
+    assert bounded_fit.method == "em"  # Bernoulli records: no differentiable non-centred form
+    assert 0 < bounded_fit.missing_information < 0.9
+    assert bounded_fit.boundary is None and np.isnan(bounded_fit.loglik)
+    se, mc = float(bounded_fit.standard_error["theta"]), float(bounded_fit.mc_error["theta"])
+    assert 0 < mc < 0.1 * se
+    assert set(bounded_fit.history["method"].values) == {"em"}
+
+
+def test_simulated_method_needs_a_differentiable_form(bounded_model):
+    with pytest.raises(ValueError, match="no differentiable non-centred form"):
+        mcem(bounded_model, method="simulated", progressbar=False)
 
 
 def test_vector_parameter_and_estimate_shapes():
@@ -295,23 +314,31 @@ def test_boundary_maximiser_stops_with_reason():
 
 
 def test_unbounded_complete_data_likelihood_stops_with_reason():
-    """One record and one imputed set per iteration: sigma -> 0 makes the likelihood unbounded."""
+    """One record and one imputed set per iteration: sigma -> 0 makes the complete-data
+    likelihood unbounded. EM alone stops ("diverged"); the default hands over to the simulated
+    likelihood, whose supremum is indeed at sigma -> 0: [N(mu, sigma^2) * Laplace(1)](0.3) is
+    largest at mu = 0.3, sigma = 0."""
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 10)
         sigma = pm.HalfNormal("sigma", 1)
         x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=1)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=1.0), observed=0.3)
+    options = {"initial_samples": 1, "growth": 1.0, "min_samples": 1, "progressbar": False}
     with pytest.warns(UserWarning, match="did not converge"):
-        fit = mcem(model, random_seed=10, initial_samples=1, growth=1.0, min_samples=1,
-                   progressbar=False)
-    assert not fit.converged
+        fit = mcem(model, method="em", random_seed=10, **options)
+    assert not fit.converged and fit.converged == "diverged"
     assert "unbounded" in fit.reason
+    with pytest.warns(UserWarning, match="boundary"):
+        fit = mcem(model, random_seed=10, **options)
+    assert fit.converged == "boundary" and fit.method == "simulated"
+    assert fit.boundary.parameter == "sigma" and fit.boundary.limit == 0.0
+    assert abs(float(fit.estimate["mu"]) - 0.3) < 0.05
 
 
 def test_budget_exhausted_is_reported(bounded_model):
     with pytest.warns(UserWarning, match="max_iterations=2"):
         fit = mcem(bounded_model, random_seed=11, max_iterations=2, progressbar=False)
-    assert not fit.converged
+    assert not fit.converged and fit.converged == "budget"
     assert "max_iterations=2" in fit.reason
     assert fit.history.sizes["iteration"] == 2
     assert np.isfinite(fit.estimate["theta"])
@@ -326,6 +353,11 @@ def test_budget_exhausted_is_reported(bounded_model):
         ({"thin": 1.5}, "thin"),
         ({"max_samples": 50}, "max_samples"),
         ({"init": [0.3]}, "init"),
+        ({"method": "newton"}, "method"),
+        ({"batches": 1}, "batches"),
+        ({"replicates": 0}, "replicates"),
+        ({"switch_rate": 0.0}, "switch_rate"),
+        ({"replicates": 400, "max_replicates": 200}, "max_replicates"),
     ],
 )
 def test_bad_options(bounded_model, options, message):

@@ -44,8 +44,8 @@ __all__ = ["mcem"]
 METHODS = ("auto", "em", "simulated")
 #: Imputed sets an EM iteration needs before its fraction of missing information is trusted.
 _SWITCH_MIN_SETS = 30
-#: Smallest margin (in records) around the imputed ``n`` of the window of the simulated likelihood.
-_N_MARGIN = 50
+#: Placements of the window of n (at the start, then at each maximiser until it stays put).
+_WINDOW_ROUNDS = 3
 
 
 def mcem(
@@ -66,7 +66,7 @@ def mcem(
     tune: int = 100,
     n_moves: int | None = None,
     switch_rate: float = 0.9,
-    replicates: int = 200,
+    replicates: int = 100,
     batches: int = 4,
     max_replicates: int = 3200,
     progressbar: bool = True,
@@ -336,35 +336,46 @@ class _Driver:
         objective, options, simulated = self.objective, self.options, self.simulated
         transformed = objective.transformed
         full = simulated.window()
-        n_values = loop.last_n_values
-        centre = float(np.median(n_values)) if n_values is not None else 0.0
-        margin = max(10.0 * float(np.std(n_values)), _N_MARGIN) if n_values is not None else 0.0
         start = em.unconstrained
         while True:
             seeds = [int(self.rng.integers(2**62)) for _ in range(options.batches)]
-            window = full if n_values is None else SimulatedLikelihood.narrowed(full, centre, margin)
-            batches = [simulated.draw(start, replicates, window, seed) for seed in seeds]
+            drawn = [simulated.draw(start, replicates, full, seed) for seed in seeds]
+            window = simulated.posterior_window(start, drawn[0], full)
+            for round_ in range(_WINDOW_ROUNDS):
+                batches = [b.truncated(window.hi) for b in drawn]
 
-            def pooled(x, batches=batches, window=window):
-                return simulated.pooled("unconstrained", x, batches, window)
+                def pooled(x, batches=batches, window=window):
+                    return simulated.pooled("unconstrained", x, batches, window)
 
-            best = bd.maximise(pooled, start, transformed)
-            if not simulated.window_suffices(best.x, batches, window, full):
-                margin *= 4  # the posterior of n reaches an end of the window: widen, redo
+                best = bd.maximise(pooled, start, transformed)
+                # place the window of n again at the maximiser (where the posterior of n is
+                # usually narrower than at the start); the last round maximises on it
+                placed = simulated.posterior_window(best.x, drawn[0], full)
+                inside = window.lo <= placed.lo and placed.hi <= window.hi
+                narrower = placed.hi - placed.lo < 0.7 * (window.hi - window.lo)
+                if inside and not narrower:
+                    break
+                if round_ == _WINDOW_ROUNDS - 1:
+                    if not inside:
+                        warnings.warn(
+                            "mcem: the posterior of n at the estimate reaches beyond the window "
+                            f"of n [{window.lo}, {window.hi}] after {_WINDOW_ROUNDS} placements; "
+                            "the simulated likelihood may be truncated.", UserWarning,
+                            stacklevel=4)
+                    break
+                window = placed if inside else simulated.union(window, placed, full)
                 start = best.x
-                continue
             observed = bd.observed_information(pooled, best.x)
             found = self._boundary(pooled, best, em.unconstrained, observed)
             if found is not None:
-                return self._boundary_result(loop, found, replicates, observed, previous)
-            fits = [
-                bd.maximise(lambda x, b=b: simulated.pooled("unconstrained", x, [b], window),
-                            best.x, transformed).x
-                for b in batches
-            ]
-            mc_covariance = np.cov(np.stack(fits), rowvar=False).reshape(best.x.size, -1)
-            mc_covariance /= len(fits)
-            se_u = np.sqrt(np.diag(inverse_information(observed, warn=False)))
+                errors = [simulated.loglik_mc_error(m, batches, window) for m in found.maximisers]
+                return self._boundary_result(loop, found, replicates, observed, previous, errors)
+            # Monte Carlo covariance of the estimate: each batch's maximiser is one Newton step
+            # from the pooled one, I^-1 g_b; their covariance over K
+            information_inverse = inverse_information(observed, warn=False)
+            steps = simulated.batch_gradients(best.x, batches, window) @ information_inverse
+            mc_covariance = np.atleast_2d(np.cov(steps, rowvar=False)) / len(batches)
+            se_u = np.sqrt(np.diag(information_inverse))
             statistic = float(np.max(np.sqrt(np.diag(mc_covariance)) / se_u))
             effective = simulated.effective_replicates(best.x, batches, window)
             self._record_simulated(best, replicates, statistic, effective)
@@ -395,7 +406,7 @@ class _Driver:
                 f"Monte Carlo error of {statistic:.3g} standard errors (tol={options.tol}); "
                 "continue with init=result or raise max_replicates"
             )
-        se_spread = self._standard_error_spread(batches, window, best.x)
+        se_spread = self._standard_error_spread(batches, window, best.x, observed)
         return self._simulated_result(
             loop, best, observed, mc_covariance, se_spread, status, reason, rate, None,
             replicates, previous,
@@ -409,7 +420,7 @@ class _Driver:
                 return found
         return None
 
-    def _boundary_result(self, loop, found: bd.Profile, replicates, observed, previous):
+    def _boundary_result(self, loop, found: bd.Profile, replicates, observed, previous, errors):
         objective = self.objective
         x = found.maximisers[-1]
         names = _flat_names(objective.natural)
@@ -428,7 +439,8 @@ class _Driver:
         elif abs(limit) < 1e-300:
             limit = 0.0
         direction = "upper" if limit > values[0] else "lower"
-        boundary = Boundary(names[coordinate], direction, limit, values, found.values)
+        boundary = Boundary(names[coordinate], direction, limit, values, found.values,
+                            np.asarray(errors))
         reason = "supremum on the boundary: " + boundary.describe()
         best = bd.Maximum(x, float(found.values[-1]), True, "")
         nan = np.full((x.size, x.size), np.nan)
@@ -469,17 +481,19 @@ class _Driver:
             state=state,
         )
 
-    def _standard_error_spread(self, batches, window, x) -> np.ndarray:
+    def _standard_error_spread(self, batches, window, x, observed) -> np.ndarray:
         """Monte Carlo error of the pooled standard errors: the spread of the batches' standard
-        errors (each from its own Hessian) over ``sqrt(batches)``."""
+        errors (each from its own Hessian, with the pooled Hessian's steps) over
+        ``sqrt(batches)``."""
         objective, simulated = self.objective, self.simulated
         jacobian = _jacobian(objective.to_natural, x)
+        steps = bd.hessian_steps(observed)
         per_batch = []
         for batch in batches:
-            observed = bd.observed_information(
-                lambda y, b=batch: simulated.pooled("unconstrained", y, [b], window), x
+            information = -bd.hessian(
+                lambda y, b=batch: simulated.pooled("unconstrained", y, [b], window), x, steps
             )
-            covariance = jacobian @ inverse_information(observed, warn=False) @ jacobian.T
+            covariance = jacobian @ inverse_information(information, warn=False) @ jacobian.T
             per_batch.append(np.sqrt(np.diag(covariance)))
         return np.std(np.stack(per_batch), axis=0, ddof=1) / np.sqrt(len(batches))
 

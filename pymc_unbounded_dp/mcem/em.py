@@ -50,7 +50,7 @@ class Options:
     tune: int
     n_moves: int | None
     switch_rate: float = 0.9
-    replicates: int = 200
+    replicates: int = 100
     batches: int = 4
     max_replicates: int = 3200
 

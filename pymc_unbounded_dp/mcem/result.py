@@ -55,7 +55,10 @@ class Boundary:
     values : numpy.ndarray
         Parameter values (natural scale) along the profile, towards ``limit``.
     profile_loglik : numpy.ndarray
-        The profile log-likelihood at ``values`` (the other parameters maximised).
+        The profile log-likelihood at ``values`` (the other parameters maximised), up to a
+        constant that does not depend on the parameters.
+    profile_mc_error : numpy.ndarray
+        Monte Carlo standard error of each ``profile_loglik`` value.
     """
 
     parameter: str
@@ -63,15 +66,17 @@ class Boundary:
     limit: float
     values: np.ndarray
     profile_loglik: np.ndarray
+    profile_mc_error: np.ndarray
 
     def describe(self) -> str:
         """One sentence with the numbers that show the boundary."""
         pairs = ", ".join(
-            f"{v:.4g}: {ll:.4f}" for v, ll in zip(self.values, self.profile_loglik)
+            f"{v:.4g}: {ll:.3f} ± {e:.3f}"
+            for v, ll, e in zip(self.values, self.profile_loglik, self.profile_mc_error)
         )
         return (
             f"the likelihood increases as {self.parameter} -> {self.limit:g} ({self.direction} "
-            f"boundary); profile log-likelihood (value: log L) {pairs}"
+            f"boundary); profile log-likelihood (value: log L ± Monte Carlo error) {pairs}"
         )
 
 

@@ -18,7 +18,7 @@ estimate is a smooth function of ``theta`` that PyTensor differentiates and L-BF
         \eta_s\bigl(s_{dp} - T_r(n; \theta)\bigr),
     \qquad T_r(n; \theta) = \sum_{i \le n} t(g(\theta, u^{(r)}_i)),
 
-with ``q(n) = eta_n(n_dp - n)`` on the window where it is within ``exp(-35)`` of its mode (every
+with ``q(n) = eta_n(n_dp - n)`` on the window where it is within ``exp(-20)`` of its mode (every
 ``n`` of the window is summed, through the cumulative sums of one replicate: no sampling of
 ``n``). Under bounded DP the window is the known ``n``. ``g`` is the prior of ``n`` (flat: 1).
 
@@ -52,8 +52,10 @@ from pymc_unbounded_dp.noncentred import noncentred_graphs, record_forms
 #: Non-centred forms whose records are differentiable in the parameters (randomized PITs of
 #: discrete records are step functions of theta, Dirichlet's Gamma quantiles have no gradient).
 DIFFERENTIABLE_FORMS = ("location-scale", "cholesky", "inverse-cdf")
-#: Width of the window of n, in nats of the release density of n below its mode.
-N_WINDOW_NATS = 35.0
+#: Width of the window of n, in nats below the mode of the release density of n (and of the
+#: posterior of n, when the window is checked): the terms left out weigh less than exp(-20) ~ 2e-9
+#: of the largest, so the log-likelihood changes by less than ~1e-8.
+N_WINDOW_NATS = 20.0
 
 
 class Batch(NamedTuple):
@@ -62,6 +64,15 @@ class Batch(NamedTuple):
 
     u: list[np.ndarray]
     replicates: int
+
+    def truncated(self, rows: int) -> Batch:
+        """The same replicates with their first ``rows`` records only."""
+        u = []
+        for values in self.u:
+            per_replicate = values.reshape(self.replicates, -1, *values.shape[1:])
+            u.append(np.ascontiguousarray(per_replicate[:, : max(rows, 1)]).reshape(
+                -1, *values.shape[1:]))
+        return Batch(u, self.replicates)
 
 
 class Evaluation(NamedTuple):
@@ -214,16 +225,6 @@ class SimulatedLikelihood:
         lo, hi = int(grid[keep[0]]), int(grid[keep[-1]])
         return Window(lo, hi, np.asarray(log_q[keep[0] : keep[-1] + 1], dtype=float))
 
-    @staticmethod
-    def narrowed(full: Window, centre: float, margin: float) -> Window:
-        """``full`` cut to ``centre +- margin`` (for a release density of ``n`` much wider than
-        the posterior of ``n``); see :meth:`window_suffices`."""
-        lo = max(full.lo, int(np.floor(centre - margin)))
-        hi = min(full.hi, int(np.ceil(centre + margin)))
-        if lo > hi:
-            return full
-        return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
-
     def draw(self, unconstrained: np.ndarray, replicates: int, window: Window, seed: int) -> Batch:
         """A batch of ``replicates`` ancillary sequences of ``window.hi`` records each.
 
@@ -271,16 +272,36 @@ class SimulatedLikelihood:
         w = np.exp(log_w - log_w.max())
         return float(w.sum() ** 2 / np.sum(w**2))
 
-    def window_suffices(self, flat: np.ndarray, batches: list[Batch], window: Window,
-                        full: Window) -> bool:
-        """Whether the posterior of ``n`` at ``flat`` is negligible (:data:`N_WINDOW_NATS` below
-        its mode) at each end of ``window`` that is inside ``full`` (the release's own window)."""
-        log_n = logsumexp(
-            [self.evaluate("unconstrained", flat, b, window).log_n_weights for b in batches], axis=0
+    def loglik_mc_error(self, flat: np.ndarray, batches: list[Batch], window: Window) -> float:
+        """Monte Carlo standard error of the pooled ``log L_hat`` at ``flat`` (delta method:
+        ``sd(W) / (sqrt(N) mean(W))`` over the ``N`` replicates' weights)."""
+        log_w = np.concatenate(
+            [self.evaluate("unconstrained", flat, b, window).log_weights for b in batches]
         )
-        low_ok = window.lo <= full.lo or log_n[0] < log_n.max() - N_WINDOW_NATS
-        high_ok = window.hi >= full.hi or log_n[-1] < log_n.max() - N_WINDOW_NATS
-        return bool(low_ok and high_ok)
+        w = np.exp(log_w - log_w.max())
+        return float(np.std(w, ddof=1) / (np.sqrt(w.size) * w.mean()))
+
+    def posterior_window(self, flat: np.ndarray, batch: Batch, full: Window) -> Window:
+        """The part of ``full`` where the posterior of ``n`` at ``flat`` (estimated from
+        ``batch``, drawn for ``full``) is within :data:`N_WINDOW_NATS` of its mode, widened by
+        half its width on each side (the parameters will move)."""
+        if full.lo == full.hi:
+            return full
+        log_n = self.evaluate("unconstrained", flat, batch, full).log_n_weights
+        keep = np.flatnonzero(log_n >= log_n.max() - N_WINDOW_NATS)
+        extra = max(5, (keep[-1] - keep[0]) // 2)
+        first, last = max(0, keep[0] - extra), min(log_n.size - 1, keep[-1] + extra)
+        return Window(full.lo + int(first), full.lo + int(last), full.log_q[first : last + 1])
+
+    @staticmethod
+    def union(first: Window, second: Window, full: Window) -> Window:
+        """The smallest window of ``full`` containing both windows."""
+        lo, hi = min(first.lo, second.lo), max(first.hi, second.hi)
+        return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
+
+    def batch_gradients(self, flat: np.ndarray, batches: list[Batch], window: Window) -> np.ndarray:
+        """Each batch's gradient of its own simulated log-likelihood at ``flat`` (``K x d``)."""
+        return np.stack([self.evaluate("unconstrained", flat, b, window).grad for b in batches])
 
 
 def _tail_width(mechanism) -> float:
