@@ -13,7 +13,9 @@ Sections (``--only`` picks some, comma-separated):
 * ``ess``: effective draws per second (bulk ESS/s, IAT) of ``pmdp.sample`` with the interweaving
   move (the default) against ``interweave=False`` and the reference sampler, same release, on the
   regression (user-written model with NUTS; example model with its conjugate step), ATUS, a
-  two-group model and Bernoulli/Poisson counts (``chains=2, cores=1``).
+  two-group model and Bernoulli/Poisson counts (``chains=2, cores=1``);
+* ``mle``: ``pmdp.mcem`` on the regression (``epsilon_s = 1``, ``epsilon_n = 1``): the default
+  (EM handing over to the simulated likelihood) against plain Monte Carlo EM, same releases.
 
 Everything runs on one core: BLAS/OpenMP/numba thread pools are limited to one thread before
 NumPy is imported (on a shared 2-core machine, multi-threaded OpenBLAS on 2x2 solves was 40x slower).
@@ -37,7 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess")
+SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle")
 
 
 def main(argv=None) -> int:
@@ -61,6 +63,7 @@ def main(argv=None) -> int:
     import bench_ess
     import bench_kernels
     import bench_memory
+    import bench_mle
     import bench_sampling
     from _util import machine, table
 
@@ -71,6 +74,7 @@ def main(argv=None) -> int:
         "atus": bench_sampling.atus,
         "memory": bench_memory.run,
         "ess": bench_ess.run,
+        "mle": bench_mle.run,
     }
     info = machine()
     print(f"# pmdp benchmarks ({'quick' if args.quick else 'full'})")

@@ -43,7 +43,7 @@ __all__ = ["mcem"]
 
 METHODS = ("auto", "em", "simulated")
 #: Imputed sets an EM iteration needs before its fraction of missing information is trusted.
-_SWITCH_MIN_SETS = 30
+_SWITCH_MIN_SETS = 20
 #: Placements of the window of n (at the start, then at each maximiser until it stays put).
 _WINDOW_ROUNDS = 3
 
@@ -337,6 +337,7 @@ class _Driver:
         transformed = objective.transformed
         full = simulated.window()
         start = em.unconstrained
+        flat_retries = 0
         while True:
             seeds = [int(self.rng.integers(2**62)) for _ in range(options.batches)]
             drawn = [simulated.draw(start, replicates, full, seed) for seed in seeds]
@@ -380,13 +381,19 @@ class _Driver:
             effective = simulated.effective_replicates(best.x, batches, window)
             self._record_simulated(best, replicates, statistic, effective)
             bar.set_postfix(method="simulated", R=replicates, mc_error=f"{statistic:.3g}")
-            if statistic < options.tol or not np.isfinite(statistic):
-                status = Convergence.INTERIOR if np.isfinite(statistic) else Convergence.BUDGET
+            if statistic < options.tol:
+                status = Convergence.INTERIOR
                 break
-            if replicates >= options.max_replicates:
+            if not np.isfinite(statistic):
+                # the information is not positive definite: a Hessian too noisy at this many
+                # replicates (retried once with 4 times more), or a flat direction
+                flat_retries += 1
+                factor = 4
+            else:
+                factor = max(2, math.ceil((statistic / options.tol) ** 2))
+            if replicates >= options.max_replicates or flat_retries > 1:
                 status = Convergence.BUDGET
                 break
-            factor = max(2, math.ceil((statistic / options.tol) ** 2))
             replicates = min(options.max_replicates, replicates * factor)
             start = best.x
         rate = self._missing_fraction(loop, best.x, observed)
@@ -398,8 +405,11 @@ class _Driver:
                 f"{rate:.3f}"
             )
         elif not np.isfinite(statistic):
-            reason = ("simulated likelihood: the observed information at the maximum is not "
-                      "positive definite (weakly identified parameters)")
+            reason = (
+                "simulated likelihood: the observed information at the maximum is not positive "
+                f"definite with {options.batches} x {replicates} replicates (a flat direction of "
+                "the likelihood, or too few replicates: continue with init=result)"
+            )
         else:
             reason = (
                 f"simulated likelihood: max_replicates={options.max_replicates} reached with a "
