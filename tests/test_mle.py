@@ -198,3 +198,41 @@ def test_boundary_supremum_is_named(boundary_model, method):
     assert np.all(np.abs(difference) <= 4 * np.hypot(errors, errors[-1]) + 1e-6), difference
     assert "sigma" in fit.reason and "boundary" in fit.reason
     assert np.isnan(fit.standard_error["sigma"])
+
+
+# --------------------------------------------------------------------------------------------------
+# the estimator itself: log L_hat(theta) against the exact log-likelihood, point by point
+# --------------------------------------------------------------------------------------------------
+N_DP_SMALL, S_SMALL = 8, 42.0
+
+
+def small_loglik(mu) -> float:
+    """``x ~ N(mu, 1)``, ``n_dp = 8`` (discrete Laplace, epsilon 1), ``sum x + Laplace(1)``."""
+    n = np.arange(0, 60)
+    log_q = pmdp.DiscreteLaplace(epsilon=1.0).logpdf(N_DP_SMALL - n)
+    return float(special.logsumexp(log_q + log_normal_laplace(S_SMALL, n * mu, np.maximum(n, 1e-12), 1.0)))
+
+
+def test_simulated_loglik_matches_the_exact_loglik_pointwise():
+    """Small n with informative sums: one record more or less moves the sum by ~5 noise scales,
+    so the window of n and the cumulative sums must be exact."""
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.mcem.objective import complete_data_loglik
+    from pymc_unbounded_dp.mcem.simulated import simulated_likelihood
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0)
+        n = pmdp.SampleSize("n", n_dp=N_DP_SMALL, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=1.0), observed=S_SMALL)
+    simulated = simulated_likelihood(complete_data_loglik(compile_model(model), False))
+    window = simulated.window()
+    assert window.lo == 0 and window.hi >= N_DP_SMALL + 15
+    batches = [simulated.draw(np.array([5.0]), 4000, window, seed) for seed in range(4)]
+    grid = np.array([4.6, 5.0, 5.4, 6.0])
+    values = np.array([simulated.pooled("unconstrained", np.array([m]), batches, window)[0]
+                       for m in grid])
+    errors = np.array([simulated.loglik_mc_error(np.array([m]), batches, window) for m in grid])
+    exact = np.array([small_loglik(m) for m in grid])
+    assert np.all(errors < 0.05)
+    np.testing.assert_array_less(np.abs(values - exact), 4 * errors + 1e-3)
