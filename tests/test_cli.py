@@ -34,6 +34,10 @@ def run(capsys, *argv):
         (["reproduce", "survey"], "study"),
         (["reproduce", "regression", "--replicates", "0"], "--replicates"),
         (["reproduce", "atus", "--epsilon-n", "0.1,x"], "--epsilon-n"),
+        (["reproduce", "regression", "--epsilon-n", "1,inf"], "--epsilon-n"),
+        (["reproduce", "mcem", "--draws", "100"], "--draws"),
+        (["reproduce", "mcem", "--epsilon-s", "1"], "--epsilon-s"),
+        (["reproduce", "mcem", "--workers", "0"], "--workers"),
         (["frobnicate"], "frobnicate"),
     ],
 )
