@@ -38,7 +38,7 @@ def run(quick: bool) -> tuple[list[Row], dict]:
         for method, options in (("auto", {}), ("em", {"max_iterations": em_iterations})):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit, wall, cpu = timed(lambda m=method, o=options: pmdp.mcem(
+                fit, wall, cpu = timed(lambda m=method, o=options, model=model: pmdp.mcem(
                     model, method=m, random_seed=1, progressbar=False, **o))
             beta = np.round(np.asarray(fit.estimate["beta"], dtype=float), 3).tolist()
             tau = float(fit.estimate["tau"])

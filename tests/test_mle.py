@@ -23,7 +23,6 @@ from oracles import log_normal_laplace
 from scipy import optimize, special
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.mcem import Convergence
 
 pytestmark = pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS:UserWarning")
 

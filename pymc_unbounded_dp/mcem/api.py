@@ -53,7 +53,7 @@ def mcem(
     *,
     random_seed=None,
     init: MCEMResult | dict | None = None,
-    map: bool = False,  # noqa: A002 - the documented option name
+    map: bool = False,
     method: str = "auto",
     initial_samples: int = 10,
     growth: float = 1.25,
@@ -312,23 +312,9 @@ class _Driver:
             covariance = inverse_information(info.observed)
             rate = info.missing_fraction
             mc_sd = _em_mc_error(info, step.sets.n_values.size)
-        layout = objective.natural
-        state = MCEMState(loop.state, em.unconstrained, em.n_samples, objective.unconstrained.names,
-                          "em")
-        return MCEMResult(
-            estimate=layout.split(natural),
-            standard_error=layout.split(np.sqrt(np.diag(covariance))),
-            covariance=covariance,
-            mc_error=layout.split(mc_sd),
-            standard_error_mc_error=layout.split(np.full(size, np.nan)),
-            history=_history(self.rows, layout, previous),
-            converged=em.status,
-            reason=em.reason,
-            method="em",
-            missing_information=rate,
-            boundary=None,
-            loglik=float("nan"),
-            state=state,
+        return self._result(
+            loop, em.unconstrained, covariance, mc_sd, np.full(size, np.nan), em.status,
+            em.reason, "em", rate, None, float("nan"), em.n_samples, previous,
         )
 
     # -- simulated-likelihood stage -----------------------------------------------------------
@@ -462,7 +448,6 @@ class _Driver:
     def _simulated_result(self, loop, best, observed, mc_covariance, se_spread, status, reason,
                           rate, boundary, replicates, previous, keep_covariance=True):
         objective = self.objective
-        layout = objective.natural
         natural = objective.to_natural(best.x)
         jacobian = _jacobian(objective.to_natural, best.x)
         size = natural.size
@@ -473,10 +458,20 @@ class _Driver:
             covariance = np.full((size, size), np.nan)
             mc_sd = np.full(size, np.nan)
         se_mc = np.full(size, np.nan) if se_spread is None else se_spread
-        state = MCEMState(loop.state, best.x, replicates, objective.unconstrained.names,
-                          "simulated")
+        return self._result(
+            loop, best.x, covariance, mc_sd, se_mc, status, reason, "simulated", rate, boundary,
+            float(best.value), replicates, previous,
+        )
+
+    def _result(self, loop, u, covariance, mc_sd, se_mc, status, reason, method, rate, boundary,
+                loglik, n_samples, previous) -> MCEMResult:
+        """The result at the unconstrained ``u`` (natural-scale arrays flattened in layout
+        order)."""
+        objective = self.objective
+        layout = objective.natural
+        state = MCEMState(loop.state, u, n_samples, objective.unconstrained.names, method)
         return MCEMResult(
-            estimate=layout.split(natural),
+            estimate=layout.split(objective.to_natural(u)),
             standard_error=layout.split(np.sqrt(np.diag(covariance))),
             covariance=covariance,
             mc_error=layout.split(mc_sd),
@@ -484,10 +479,10 @@ class _Driver:
             history=_history(self.rows, layout, previous),
             converged=status,
             reason=reason,
-            method="simulated",
+            method=method,
             missing_information=rate,
             boundary=boundary,
-            loglik=float(best.value),
+            loglik=loglik,
             state=state,
         )
 
