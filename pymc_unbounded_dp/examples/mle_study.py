@@ -234,7 +234,7 @@ def markdown_table(records: list[dict]) -> str:
     summary = summarise(records)
     lines = ["| epsilon_n | fits | " + " | ".join(PARAMETERS)
              + " | interior | boundary | budget | s/fit (max) |",
-             "|---" * (len(PARAMETERS) + 7) + "|"]
+             "|---" * (len(PARAMETERS) + 6) + "|"]
     for eps_n, row in summary.iterrows():
         cells = [f"{row[f'{p} mean']:.3f} ({row[f'{p} sd']:.3f})" for p in PARAMETERS]
         lines.append(
