@@ -355,16 +355,18 @@ class _Driver:
             observed = bd.observed_information(pooled, best.x)
             found = self._boundary(pooled, best, em.unconstrained, observed)
             if found is not None:
-                errors = [simulated.loglik_mc_error(m, batches, window) for m in found.maximisers]
+                errors = [simulated.loglik_mc_error(simulated.evaluate_batches(m, batches, window))
+                          for m in found.maximisers]
                 return self._boundary_result(loop, found, replicates, observed, previous, errors)
             # Monte Carlo covariance of the estimate: each batch's maximiser is one Newton step
             # from the pooled one, I^-1 g_b; their covariance over K
             information_inverse = inverse_information(observed, warn=False)
-            steps = simulated.batch_gradients(best.x, batches, window) @ information_inverse
+            evaluations = simulated.evaluate_batches(best.x, batches, window)
+            steps = np.stack([e.grad for e in evaluations]) @ information_inverse
             mc_covariance = np.atleast_2d(np.cov(steps, rowvar=False)) / len(batches)
             se_u = np.sqrt(np.diag(information_inverse))
             statistic = float(np.max(np.sqrt(np.diag(mc_covariance)) / se_u))
-            effective = simulated.effective_replicates(best.x, batches, window)
+            effective = simulated.effective_replicates(evaluations)
             self._record_simulated(best, replicates, statistic, effective)
             bar.set_postfix(method="simulated", R=replicates, mc_error=f"{statistic:.3g}")
             if statistic < options.tol:

@@ -264,21 +264,21 @@ class SimulatedLikelihood:
         weights /= weights.sum()
         return float(logsumexp(values) - np.log(len(batches))), weights @ np.stack(grads)
 
-    def effective_replicates(self, flat: np.ndarray, batches: list[Batch], window: Window) -> float:
-        """Kish's effective number of replicates of the pooled estimate at ``flat``."""
-        log_w = np.concatenate(
-            [self.evaluate("unconstrained", flat, b, window).log_weights for b in batches]
-        )
-        w = np.exp(log_w - log_w.max())
+    def evaluate_batches(self, flat: np.ndarray, batches: list[Batch], window: Window) -> list[Evaluation]:
+        """:meth:`evaluate` of each batch at ``flat`` (unconstrained scale)."""
+        return [self.evaluate("unconstrained", flat, b, window) for b in batches]
+
+    @staticmethod
+    def effective_replicates(evaluations: list[Evaluation]) -> float:
+        """Kish's effective number of replicates of the pooled estimate."""
+        w = _relative_weights(evaluations)
         return float(w.sum() ** 2 / np.sum(w**2))
 
-    def loglik_mc_error(self, flat: np.ndarray, batches: list[Batch], window: Window) -> float:
-        """Monte Carlo standard error of the pooled ``log L_hat`` at ``flat`` (delta method:
+    @staticmethod
+    def loglik_mc_error(evaluations: list[Evaluation]) -> float:
+        """Monte Carlo standard error of the pooled ``log L_hat`` (delta method:
         ``sd(W) / (sqrt(N) mean(W))`` over the ``N`` replicates' weights)."""
-        log_w = np.concatenate(
-            [self.evaluate("unconstrained", flat, b, window).log_weights for b in batches]
-        )
-        w = np.exp(log_w - log_w.max())
+        w = _relative_weights(evaluations)
         return float(np.std(w, ddof=1) / (np.sqrt(w.size) * w.mean()))
 
     def posterior_window(self, flat: np.ndarray, batch: Batch, full: Window) -> Window:
@@ -299,9 +299,10 @@ class SimulatedLikelihood:
         lo, hi = min(first.lo, second.lo), max(first.hi, second.hi)
         return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
 
-    def batch_gradients(self, flat: np.ndarray, batches: list[Batch], window: Window) -> np.ndarray:
-        """Each batch's gradient of its own simulated log-likelihood at ``flat`` (``K x d``)."""
-        return np.stack([self.evaluate("unconstrained", flat, b, window).grad for b in batches])
+def _relative_weights(evaluations: list[Evaluation]) -> np.ndarray:
+    """The replicates' weights ``W_r`` of all batches, divided by the largest."""
+    log_w = np.concatenate([e.log_weights for e in evaluations])
+    return np.exp(log_w - log_w.max())
 
 
 def _tail_width(mechanism) -> float:
