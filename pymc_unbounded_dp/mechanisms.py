@@ -104,6 +104,8 @@ class Mechanism(ABC):
 
     discrete: ClassVar[bool]
     shape_code: ClassVar[int]
+    #: The norm of the sensitivity the mechanism is calibrated to (``"l1"`` or ``"l2"``).
+    norm: ClassVar[str]
 
     @property
     def domain(self) -> str:
@@ -198,6 +200,7 @@ class Mechanism(ABC):
 
 class _LaplaceFamily(Mechanism):
     shape_code = SHAPE_ABS
+    norm = "l1"
 
     def __init__(self, epsilon=None, sensitivity=1.0, *, scale=None):
         owner = type(self).__name__
@@ -225,6 +228,7 @@ class _LaplaceFamily(Mechanism):
 
 class _GaussianFamily(Mechanism):
     shape_code = SHAPE_SQUARE
+    norm = "l2"
 
     def __init__(self, sigma=None, *, rho=None, sensitivity=1.0):
         owner = type(self).__name__
