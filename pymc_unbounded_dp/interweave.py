@@ -296,7 +296,8 @@ class Interweave(BlockedStep):
         def log_release(table, stats):
             released = table.released_sums()
             out = np.empty(released.shape[0])
-            residual_log_density(released - stats.sum(axis=0), out, *table.noise[:4])
+            residual_log_density(released - stats.sum(axis=0), out, *table.noise.per_coordinate)
+            table.noise.raise_errors()
             return float(out.sum())
 
         def log_prior(at):

@@ -128,3 +128,59 @@ def test_guarantees_are_computed_from_scale_and_sensitivity():
 def test_bad_parameters(build, message):
     with pytest.raises((ValueError, TypeError), match=message):
         build()
+
+
+# --------------------------------------------------------------------------------------------------
+# releases outside what the exact samplers represent
+# --------------------------------------------------------------------------------------------------
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("value", [1e19, -1e19, 2**63, np.uint64(2**64 - 1), [0, 2.0**70]])
+@pytest.mark.parametrize(
+    "mechanism",
+    [pmdp.DiscreteLaplace(epsilon=1), pmdp.DiscreteGaussian(sigma=1), pmdp.Tulap(epsilon=1)],
+    ids=repr,
+)
+def test_release_refuses_integers_outside_int64(mechanism, value):
+    message = r"`value` -?\d+ is outside the int64 range \[-2\*\*63, 2\*\*63 - 1\]"
+    with pytest.raises(ValueError, match=message):
+        mechanism.release(value)
+
+
+def test_discrete_release_never_wraps_around():
+    """At the edge of int64 the result is refused when the noise pushes it out, never wrapped."""
+    mechanism = pmdp.DiscreteLaplace(epsilon=1)
+    outcomes = []
+    for _ in range(40):
+        try:
+            released = mechanism.release(np.array([INT64_MAX]))
+        except ValueError as error:
+            assert "`value` plus its noise" in str(error) and "int64" in str(error)
+            outcomes.append("refused")
+        else:
+            assert released.dtype == np.int64 and INT64_MAX - 60 < int(released[0]) <= INT64_MAX
+            outcomes.append("released")
+    assert set(outcomes) == {"refused", "released"}
+    low = pmdp.DiscreteLaplace(epsilon=1).release(np.array([-(2**63) + 100]))
+    assert -(2**63) <= int(low[0]) < -(2**63) + 200
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, [1.0, -np.inf]])
+@pytest.mark.parametrize("mechanism", CONTINUOUS + DISCRETE[:1] + [pmdp.Tulap(epsilon=1)], ids=repr)
+def test_release_refuses_non_finite_values(mechanism, value):
+    with pytest.raises(ValueError, match=r"release: `value` must be finite"):
+        mechanism.release(value)
+
+
+@pytest.mark.parametrize("value", [["a"], "3", None])
+def test_release_refuses_non_numeric_values(value):
+    for mechanism in (pmdp.Laplace(epsilon=1), pmdp.DiscreteLaplace(epsilon=1)):
+        with pytest.raises(TypeError, match=r"release: `value` must be numeric"):
+            mechanism.release(value)
+
+
+def test_discrete_release_keeps_exact_large_integers():
+    """int64 inputs are used exactly (no float rounding on the way): 2**62 + 1 stays odd."""
+    released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 2**62 + 2]))
+    assert released.tolist() == [2**62 + 1, 2**62 + 2]

@@ -21,7 +21,10 @@ they run and are tested without PyMC; ``CompiledModel.record_target`` builds one
 The state is a :class:`RecordState` (BlackJAX style); its arrays are updated in place for speed.
 Proposals are drawn in one vectorised call and their statistics computed in the same call; the
 sequential accept/reject loops run in numba. Every move accepts iff ``log u < log ratio`` (a NaN
-ratio rejects), with ``u`` uniform on ``[0, 1)``.
+ratio rejects), with ``u`` uniform on ``[0, 1)``. From a state outside the support of the release
+densities (bounded noise of a user-defined mechanism, before the chain has reached its support)
+every move within the prior's support of ``n`` is accepted: the support is absorbing, so the
+target stays the stationary law (see ``_noise.log_ratio``).
 """
 
 from __future__ import annotations
@@ -96,20 +99,21 @@ def _copy_row(target, i, source, k):
 
 @nb.njit(cache=True)
 def _refresh_kernel(
-    stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer, laplace_only
+    stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer, laplace_only,
+    custom,
 ):
     n, d = proposed.shape
     accepted = np.zeros(n, dtype=np.bool_)
     current = np.empty(d)
     trial = np.empty(d)
     trial_lp = np.empty(d)
-    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
+    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer, custom)
     for i in range(n):
         for j in range(d):
             trial[j] = residual[j] + stats[i, j] - proposed[i, j]
         log_ratio = _log_ratio(
             residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
-            laplace_only,
+            laplace_only, custom,
         )
         if _accepts(log_u[i], log_ratio):
             accepted[i] = True
@@ -137,8 +141,8 @@ BIRTH, REJECTED = -2, -1
 @nb.njit(cache=True)
 def _birth_death_kernel(
     stats, n, residual, born, is_birth, u_pick, log_u, log_prior, prior_offset, n_dp,
-    n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm,
-    shape_code, discrete, scale, log_normalizer, laplace_only,
+    n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm, n_noise_custom,
+    shape_code, discrete, scale, log_normalizer, laplace_only, custom,
 ):
     """Move ``k`` is a birth of the next unused row of ``born`` if ``is_birth[k]``, else a death."""
     moves_count = is_birth.shape[0]
@@ -148,8 +152,10 @@ def _birth_death_kernel(
     current = np.empty(d)
     trial = np.empty(d)
     trial_lp = np.empty(d)
-    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer)
-    lp_n = _log_density(n_dp - n, n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm)
+    _residual_log_density(residual, current, shape_code, discrete, scale, log_normalizer, custom)
+    lp_n = _log_density(
+        n_dp - n, n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm, n_noise_custom
+    )
     for k in range(moves_count):
         birth = is_birth[k]
         if birth:
@@ -168,13 +174,20 @@ def _birth_death_kernel(
                 trial[j] = residual[j] + stats[victim, j]
         log_ratio = _log_ratio(
             residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
-            laplace_only,
+            laplace_only, custom,
         )
         lp_n_new = _log_density(
-            n_dp - (n + step), n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm
+            n_dp - (n + step), n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm,
+            n_noise_custom,
         )
-        log_ratio += lp_n_new - lp_n
-        log_ratio += log_prior[n + step - prior_offset] - log_prior[n - prior_offset]
+        log_prior_step = log_prior[n + step - prior_offset] - log_prior[n - prior_offset]
+        if log_ratio == np.inf or lp_n == -np.inf:
+            # Outside the support of the release densities (see _noise.log_ratio): any move
+            # within the prior's support is accepted.
+            log_ratio = np.inf if log_prior_step > -np.inf else -np.inf
+        else:
+            log_ratio += lp_n_new - lp_n
+            log_ratio += log_prior_step
         if not _accepts(log_u[k], log_ratio):
             continue
         for j in range(d):
@@ -347,6 +360,7 @@ def refresh(
     accepted = _refresh_kernel(
         state.stats[start:stop], proposals.stats, state.residual, log_u, *target.noise
     )
+    target.noise.raise_errors()
     for buffer, proposal in zip(state.records, proposals.records):
         _copy_accepted(_as_rows(buffer[start:stop]), _as_rows(proposal), accepted)
     return state, int(accepted.sum())
@@ -393,6 +407,8 @@ def birth_death(
         state.stats, n, state.residual, born.stats, is_birth, u_pick, log_u, log_prior,
         n - n_moves, target.n_dp, *target.n_noise.scalar(), *target.noise,
     )
+    target.noise.raise_errors()
+    target.n_noise.raise_errors()
     for buffer, new in zip(state.records, born.records):
         _apply_moves(_as_rows(buffer), _as_rows(new), is_birth, moves, n)
     return state._replace(n=int(new_n)), counts

@@ -46,7 +46,6 @@ from scipy.special import logsumexp
 from pymc_unbounded_dp._compile import flat_statistics
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik
-from pymc_unbounded_dp.mechanisms import SHAPE_ABS
 from pymc_unbounded_dp.noncentred import noncentred_graphs, record_forms
 
 #: Non-centred forms whose records are differentiable in the parameters (randomized PITs of
@@ -307,10 +306,7 @@ def _relative_weights(evaluations: list[Evaluation]) -> np.ndarray:
 
 def _tail_width(mechanism) -> float:
     """Half-width where the noise density of ``n`` falls :data:`N_WINDOW_NATS` below its mode."""
-    scale = float(mechanism.scale)
-    if mechanism.shape_code == SHAPE_ABS:  # Laplace family: |noise| / scale
-        return N_WINDOW_NATS * scale + 1
-    return np.sqrt(2.0 * N_WINDOW_NATS) * scale + 1
+    return float(mechanism.tail_width(N_WINDOW_NATS))
 
 
 _CACHE: weakref.WeakKeyDictionary[CompleteDataLogLik, SimulatedLikelihood] = (

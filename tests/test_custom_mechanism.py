@@ -1,0 +1,257 @@
+"""User-defined mechanisms: a truncated Laplace written as a PyTensor log-density, with and
+without a numba twin; its use by the kernels (compiled and through Python), validation, release,
+and exact posteriors through ``pmdp.sample``."""
+
+import math
+
+import arviz as az
+import numba as nb
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from mcmc_checks import Z_LIMIT, draws_of
+from oracles import bernoulli_posterior
+from scipy import integrate, stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import kernels
+from pymc_unbounded_dp.kernels import NoiseArrays, Proposals, RecordTarget
+from pymc_unbounded_dp.kernels._noise import (
+    PythonLogDensity,
+    ScalarLogDensity,
+    custom_log_density,
+    residual_log_density,
+)
+
+#: Laplace noise of scale B truncated to [-C, C].
+B, C = 2.0, 5.0
+LOG_Z = math.log(2 * B * -math.expm1(-C / B))
+
+
+def truncated_logp(e):
+    return pt.switch(pt.le(pt.abs(e), C), -pt.abs(e) / B - LOG_Z, -np.inf)
+
+
+def truncated_simulate(rng, size):
+    u = rng.uniform(0.0, 1.0, size)
+    magnitude = -B * np.log1p(-u * -math.expm1(-C / B))  # inverse CDF of |e|
+    return np.where(rng.random(size) < 0.5, -magnitude, magnitude)
+
+
+@nb.njit
+def truncated_numba(e):
+    return -abs(e) / B - LOG_Z if abs(e) <= C else -np.inf
+
+
+def truncated(compiled: bool = True, **kwargs) -> pmdp.CustomMechanism:
+    options = {"logp": truncated_logp, "simulate": truncated_simulate,
+               "privacy": {"epsilon": 1.0, "delta": 0.01}, "sensitivity": 1.0, "norm": "l1",
+               "name": "truncated Laplace",
+               "numba_logp": truncated_numba if compiled else None}
+    return pmdp.CustomMechanism(**{**options, **kwargs})
+
+
+class TruncatedLaplaceOracle:
+    """The same density written directly in NumPy (the oracle does not use the mechanism)."""
+
+    @staticmethod
+    def logpdf(e):
+        e = np.asarray(e, dtype=float)
+        return np.where(np.abs(e) <= C, -np.abs(e) / B - LOG_Z, -np.inf)
+
+
+def truncated_cdf(x):
+    laplace = stats.laplace(scale=B)
+    return np.clip((laplace.cdf(x) - laplace.cdf(-C)) / (laplace.cdf(C) - laplace.cdf(-C)), 0, 1)
+
+
+# --------------------------------------------------------------------------------------------------
+# the mechanism
+# --------------------------------------------------------------------------------------------------
+def test_density_is_normalised_and_the_simulator_matches_its_cdf():
+    mechanism = truncated()
+    total, _ = integrate.quad(lambda e: np.exp(mechanism.logpdf(e)), -C, C)
+    assert total == pytest.approx(1.0, abs=1e-10)
+    draws = mechanism.simulate(2000, random_seed=1)
+    assert stats.kstest(draws, truncated_cdf).pvalue > 1e-3
+    assert stats.kstest(pmdp.Laplace(scale=B).simulate(2000, random_seed=1),
+                        truncated_cdf).pvalue < 1e-3  # power: the untruncated law is told apart
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "python"])
+def test_log_density_is_the_same_in_numpy_pytensor_and_the_kernels(compiled):
+    mechanism = truncated(compiled)
+    x = np.array([-6.0, -5.0, -1.3, 0.0, 0.7, 4.99, 5.01, 30.0])
+    expected = TruncatedLaplaceOracle.logpdf(x)
+    np.testing.assert_array_equal(mechanism.logpdf(x), expected)
+    np.testing.assert_allclose(mechanism.logp(pt.as_tensor(x)).eval(), expected, rtol=1e-15)
+    assert mechanism.logpdf(x.reshape(2, 4)).shape == (2, 4)
+    noise = NoiseArrays.of([mechanism], [x.size])
+    assert isinstance(noise.custom, PythonLogDensity) != compiled
+    out = np.empty(x.size)
+    residual_log_density(x, out, *noise.per_coordinate)
+    np.testing.assert_allclose(out, expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "python"])
+def test_several_mechanisms_side_by_side_in_the_kernels(compiled):
+    """Two user-defined mechanisms (one used twice) next to built-in ones: each coordinate gets
+    its own density."""
+    @nb.njit
+    def gaussian_numba(e):
+        return -0.5 * e * e - 0.5 * math.log(2 * math.pi)
+
+    gaussian = pmdp.CustomMechanism(
+        lambda e: -0.5 * e**2 - 0.5 * np.log(2 * np.pi), lambda rng, size: rng.normal(size=size),
+        privacy={"rho": 0.5}, numba_logp=gaussian_numba if compiled else None,
+    )
+    first = truncated(compiled)
+    mechanisms = [pmdp.Laplace(scale=1.5), first, gaussian, pmdp.Tulap(scale=1.0), first]
+    noise = NoiseArrays.of(mechanisms, [1, 2, 1, 1, 1])
+    x = np.array([0.4, -2.0, 6.0, 1.7, 2.6, -4.2])
+    expected = np.concatenate([
+        mechanisms[0].logpdf(x[:1]), TruncatedLaplaceOracle.logpdf(x[1:3]),
+        [-0.5 * x[3] ** 2 - 0.5 * math.log(2 * math.pi)], mechanisms[3].logpdf(x[4:5]),
+        TruncatedLaplaceOracle.logpdf(x[5:]),
+    ])
+    out = np.empty(x.size)
+    residual_log_density(x, out, *noise.per_coordinate)
+    np.testing.assert_allclose(out, expected, rtol=1e-14)
+
+
+def test_an_exception_in_a_python_log_density_stops_the_kernel():
+    def failing(x):
+        raise ZeroDivisionError("user code failed")
+
+    target = RecordTarget(
+        released=np.array([1.0]), propose=lambda m: ([np.zeros(m)], np.zeros((m, 1))),
+        noise=NoiseArrays.of([pmdp.Laplace(scale=1.0)], [1])._replace(
+            shape_code=np.array([3]), laplace_only=False,
+            custom=custom_log_density([ScalarLogDensity(None, failing)]),
+        ),
+    )
+    state = kernels.init(target, 2, np.random.default_rng(0))
+    with pytest.raises(RuntimeError, match="user code failed") as info:
+        kernels.refresh(target, state, Proposals(*target.propose(2)), np.zeros(2))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    np.testing.assert_array_equal(state.residual, [1.0])  # NaN ratios rejected every move
+
+
+def test_statements_of_the_mechanism():
+    mechanism = truncated()
+    assert repr(mechanism) == "CustomMechanism('truncated Laplace')"
+    assert mechanism.privacy == {"epsilon": 1.0, "delta": 0.01}
+    assert (mechanism.sensitivity, mechanism.norm, mechanism.domain) == (1.0, "l1", "reals")
+    assert not mechanism.discrete and mechanism != truncated()  # compared by identity
+    assert {mechanism: 1}[mechanism] == 1
+    assert C <= mechanism.tail_width(20.0) <= 4 * C
+    bare = pmdp.CustomMechanism(truncated_logp, truncated_simulate, privacy={"epsilon": 1.0})
+    assert bare.norm is None and bare.sensitivity is None
+
+
+def test_release_refuses_without_an_exact_sampler_and_uses_the_one_given():
+    with pytest.raises(ValueError, match=r"release: no exact release sampler.*`release=`"):
+        truncated().release(3.0)
+    given = truncated(release=lambda value: value + 0.5)
+    np.testing.assert_array_equal(given.release([1.0, 2.0]), [1.5, 2.5])
+    with pytest.raises(ValueError, match="`value` must be finite"):
+        given.release(np.nan)
+    on_integers = truncated(domain="integers", release=lambda value: value + 1)
+    assert on_integers.release(np.int64(2**62)) == 2**62 + 1
+    with pytest.raises(ValueError, match="`value`.*int64"):
+        on_integers.release(2.0**70)
+
+
+def _bad(**kwargs):
+    return lambda: truncated(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "build, error, argument",
+    [
+        (_bad(logp=None), TypeError, "logp"),
+        (_bad(logp=lambda e: pt.sum(e)), ValueError, "logp"),  # not elementwise: reduces
+        (_bad(logp=lambda e: e @ pt.ones((3, 3))), ValueError, "logp"),
+        (_bad(logp=lambda e: -pt.abs(e) / pt.scalar("b")), ValueError, "logp"),  # a free input
+        (_bad(logp=lambda e: "not a tensor"), TypeError, "logp"),
+        (_bad(simulate=None), TypeError, "simulate"),
+        (_bad(simulate=lambda rng, size: np.zeros(2)), ValueError, "simulate"),
+        (_bad(simulate=lambda rng, size: np.full(size, "a")), ValueError, "simulate"),
+        (_bad(privacy=None), TypeError, "privacy"),
+        (_bad(privacy={}), TypeError, "privacy"),
+        (_bad(privacy={"eps": 1.0}), ValueError, "privacy"),
+        (_bad(privacy={"epsilon": -1.0}), ValueError, "privacy"),
+        (_bad(privacy={"epsilon": "1"}), TypeError, "privacy"),
+        (_bad(domain="complex"), ValueError, "domain"),
+        (_bad(discrete=True), ValueError, "discrete"),
+        (_bad(discrete="yes"), TypeError, "discrete"),
+        (_bad(norm=None), ValueError, "sensitivity"),
+        (_bad(norm="l3"), ValueError, "norm"),
+        (_bad(sensitivity=-1.0), ValueError, "sensitivity"),
+        (_bad(name=3), TypeError, "name"),
+        (_bad(release="exact"), TypeError, "release"),
+        (_bad(numba_logp=lambda e: 0.0), TypeError, "numba_logp"),
+        (_bad(numba_logp=nb.njit(lambda e: -abs(e) / B - LOG_Z)), ValueError, "numba_logp"),
+    ],
+)
+def test_bad_input_names_the_argument(build, error, argument):
+    with pytest.raises(error, match=rf"CustomMechanism.*`{argument}`"):
+        build()
+
+
+# --------------------------------------------------------------------------------------------------
+# exact posteriors through pmdp.sample
+# --------------------------------------------------------------------------------------------------
+SAMPLE = {"draws": 2000, "tune": 500, "chains": 2, "cores": 1, "progressbar": False,
+          "compute_convergence_checks": False}
+
+
+def assert_matches(draws: np.ndarray, mean: float, var: float, label: str) -> None:
+    """Mean and centred variance of ``(chain, draw)`` draws within ``Z_LIMIT`` Monte Carlo
+    standard errors (ArviZ's ESS for the mean)."""
+    for what, values, exact in ((f"{label} mean", draws, mean),
+                                (f"{label} centred variance", (draws - mean) ** 2, var)):
+        se = float(values.std()) / math.sqrt(float(az.ess(values, method="mean")))
+        z = (float(values.mean()) - exact) / se
+        assert abs(z) < Z_LIMIT, f"{what}: {values.mean():.5f} vs exact {exact:.5f} (z = {z:.1f})"
+
+
+def bernoulli_model(mechanism, observed, n=30):
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, mechanism, observed=observed)
+    return model
+
+
+@pytest.mark.parametrize("interweave", [True, False], ids=["interweave", "data-augmentation"])
+def test_truncated_laplace_release_matches_enumeration(interweave):
+    """The compiled and the Python path give the same chain draw for draw, and it matches the
+    exact posterior. The truncation matters: with the untruncated Laplace the posterior mean is
+    0.010 higher and the variance 26% larger (about 5 Monte Carlo standard errors each). The
+    chains start outside the support (the prior's records give |s_dp - T| > C)."""
+    draws = {}
+    for compiled in (True, False):
+        model = bernoulli_model(truncated(compiled), observed=4.6)
+        idata = pmdp.sample(model=model, random_seed=5, interweave=interweave, **SAMPLE)
+        draws[compiled] = draws_of(idata, "theta")
+    np.testing.assert_array_equal(draws[True], draws[False])
+    exact = bernoulli_posterior(4.6, TruncatedLaplaceOracle, 2.0, 3.0, n=30)
+    assert_matches(draws[True], exact["theta_mean"], exact["theta_var"], "theta")
+
+
+def test_unbounded_with_truncated_laplace_sum_and_count_matches_enumeration():
+    """Truncated Laplace noise on the sum (compiled) and on the count (through Python)."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        n = pmdp.SampleSize("n", n_dp=30.5, mechanism=truncated(compiled=False))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, truncated(), observed=4.6)
+    idata = pmdp.sample(model=model, random_seed=2, **SAMPLE)
+    exact = bernoulli_posterior(4.6, TruncatedLaplaceOracle, 2.0, 3.0, n_dp=30.5,
+                                n_mechanism=TruncatedLaplaceOracle, n_max=60)
+    n_draws = draws_of(idata, "n")
+    assert 26 <= n_draws.min() and n_draws.max() <= 35  # |n_dp - n| <= C
+    assert_matches(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
+    assert_matches(n_draws, exact["n_mean"], exact["n_var"], "n")
