@@ -22,10 +22,29 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["NEIGHBOURING", "Neighbouring", "Norm", "check_neighbouring", "sum_sensitivity"]
+__all__ = [
+    "NEIGHBOURING",
+    "Neighbouring",
+    "Norm",
+    "SensitivityWarning",
+    "check_neighbouring",
+    "sum_sensitivity",
+]
 
 Neighbouring = Literal["add/remove", "replace-one"]
 Norm = Literal["l1", "l2"]
+
+class SensitivityWarning(UserWarning):
+    """A mechanism's declared sensitivity does not match the one derived from the statistic.
+
+    Issued by :func:`~pymc_unbounded_dp.PrivatizedSum` when the statistic's bounds give a larger
+    sensitivity than declared (the stated guarantee does not hold), a smaller one (the guarantee
+    is stronger than stated: the noise is larger than the bounds need), or none at all while the
+    mechanism was calibrated from a privacy budget. Filter it with
+    ``warnings.filterwarnings("ignore", category=pmdp.SensitivityWarning)`` or turn the check off
+    per release with ``check_sensitivity=False``.
+    """
+
 
 #: The neighbouring relations a sensitivity can be stated for.
 NEIGHBOURING: tuple[str, ...] = ("add/remove", "replace-one")

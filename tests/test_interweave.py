@@ -174,8 +174,10 @@ def dirichlet_model(bounded):
         c = pm.Gamma("c", alpha=DIRICHLET["prior"][0], beta=DIRICHLET["prior"][1])
         x = pmdp.Records("x", pm.Dirichlet.dist(c * pt.ones(3)),
                          n=sample_size(bounded, DIRICHLET["n"]))
+        # Each log-share is in [log(clamp), 0]: L1 sensitivity -3 log(clamp) (add/remove).
         pmdp.PrivatizedSum("s", pt.log(pt.maximum(x, DIRICHLET["clamp"])),
-                           pmdp.Laplace(scale=DIRICHLET["scale"]),
+                           pmdp.Laplace(scale=DIRICHLET["scale"],
+                                        sensitivity=-3 * np.log(DIRICHLET["clamp"])),
                            observed=np.array(DIRICHLET["s_dp"]))
     return model
 

@@ -25,7 +25,10 @@ def one_table(record_dist, n=ROWS, statistic=lambda x: x, observed=0.0):
         a = pm.Gamma("a", 4.0, 2.0)
         b = pm.Gamma("b", 4.0, 2.0)
         x = pmdp.Records("x", record_dist(a, b), n=n)
-        pmdp.PrivatizedSum("s", statistic(x), pmdp.Laplace(scale=50.0), observed=observed)
+        # The noise is given by its scale and the families' statistics have all sorts of ranges:
+        # these tests are about the records' non-centred forms, not about a privacy guarantee.
+        pmdp.PrivatizedSum("s", statistic(x), pmdp.Laplace(scale=50.0), observed=observed,
+                           check_sensitivity=False)
     return model
 
 

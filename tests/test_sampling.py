@@ -70,7 +70,7 @@ def test_two_record_variables_and_two_sums_match_enumeration():
 
 def test_vector_statistic_with_clipping_and_stacking():
     """A stacked, clamped statistic gives the same posterior as separate sums would."""
-    mechanism = pmdp.Laplace(scale=2.0)
+    mechanism = pmdp.Laplace(scale=2.0, sensitivity=2.0)  # (x, 1 - x) in [0, 1]^2: L1 2
     with pm.Model() as model:
         theta = pm.Beta("theta", 2, 3)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)

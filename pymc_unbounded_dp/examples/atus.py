@@ -290,6 +290,13 @@ def dirichlet_dist(alpha) -> pt.TensorVariable:
     )
 
 
+def _log_shares(x) -> pt.TensorVariable:
+    """``log(max(x, 1/1440))`` per record, written ``log(clip(x, 1/1440, 1))``: the same values
+    (shares are at most 1), and bounds ``PrivatizedSum`` can read to check the sensitivity (the
+    records are a custom distribution, whose support it cannot see)."""
+    return pt.log(pt.clip(x, MIN_SHARE, 1.0))
+
+
 def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.Model:
     """``alpha_j ~ Gamma(1, rate 0.1)``, ``x_i ~ Dirichlet(alpha)``, the release of the clamped sum.
 
@@ -310,7 +317,7 @@ def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.
             n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
         x = pmdp.Records("x", dirichlet_dist(alpha), n=n)
         pmdp.PrivatizedSum(
-            "s", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism, observed=release.values
+            "s", _log_shares(x), release.mechanism, observed=release.values
         )
     return model
 
@@ -375,7 +382,7 @@ def atus_joint_model(
                 )
             x = pmdp.Records(f"x_{sex}", dirichlet_dist(alpha), n=n)
             pmdp.PrivatizedSum(
-                f"s_{sex}", pt.log(pt.maximum(x, MIN_SHARE)), release.mechanism,
+                f"s_{sex}", _log_shares(x), release.mechanism,
                 observed=release.values,
             )
     return model
