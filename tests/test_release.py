@@ -1,0 +1,620 @@
+"""The curator's release workflow: sensitivity from bounds, budget split, release files, OpenDP."""
+
+import json
+import math
+
+import numpy as np
+import opendp.prelude as dp
+import pymc as pm
+import pytensor.tensor as pt
+import pytest
+from mcmc_checks import assert_mean_matches, draws_of
+from oracles import bernoulli_posterior
+from scipy import stats
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import release as rl
+from pymc_unbounded_dp.blocks import model_blocks
+
+dp.enable_features("contrib")
+
+#: The paper's regression (Section 6.1): records (x1, x2, y) clamped to [-5, 5] and rescaled to
+#: [-1, 1]; per record t = (y, x1 y, x2 y, y^2, x1, x2, x1^2, x1 x2, x2^2).
+REG_LOWER = np.array([-1, -1, -1, 0, -1, -1, 0, -1, 0], dtype=float)
+REG_UPPER = np.ones(9)
+
+
+def regression_rows(n, rng):
+    x = rng.normal([1.0, -1.0], 1.0, size=(n, 2))
+    y = -x[:, 0] + x[:, 1] + rng.normal(size=n)
+    x1, x2, y = (np.clip(v, -5, 5) / 5 for v in (x[:, 0], x[:, 1], y))
+    return np.stack([y, x1 * y, x2 * y, y * y, x1, x2, x1 * x1, x1 * x2, x2 * x2], axis=1)
+
+
+# -- sensitivity and calibration ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "neighbouring, budget, s_sensitivity, s_family, s_scale, n_mechanism",
+    [
+        # add/remove: max(|l|, |u|) = 1 per coordinate -> L1 9, L2 3.
+        (
+            "add/remove",
+            {"epsilon": {"s": 1.0, "n": 0.1}},
+            9.0,
+            pmdp.Laplace,
+            9.0,
+            pmdp.DiscreteLaplace(scale=10.0, sensitivity=1),
+        ),
+        (
+            "add/remove",
+            {"rho": {"s": 0.5, "n": 0.125}},
+            3.0,
+            pmdp.Gaussian,
+            3.0,
+            pmdp.DiscreteGaussian(sigma=2.0, sensitivity=1),
+        ),
+        # replace-one: u - l = 2, 2, 2, 1, 2, 2, 1, 2, 1 -> L1 15, L2 sqrt(27); n is public.
+        ("replace-one", {"epsilon": 0.5}, 15.0, pmdp.Laplace, 30.0, None),
+        ("replace-one", {"rho": 0.5}, math.sqrt(27), pmdp.Gaussian, math.sqrt(27), None),
+    ],
+)
+def test_regression_sensitivity_and_calibration(
+    neighbouring, budget, s_sensitivity, s_family, s_scale, n_mechanism
+):
+    plan = rl.Plan(
+        [rl.Statistic("s", REG_LOWER, REG_UPPER), rl.Count("n")],
+        neighbouring=neighbouring,
+        **budget,
+    )
+    s = plan.mechanisms["s"]
+    assert type(s) is s_family
+    assert s.sensitivity == pytest.approx(s_sensitivity, rel=1e-15)
+    assert s.scale == pytest.approx(s_scale, rel=1e-15)
+    assert plan.mechanisms["n"] == n_mechanism
+    assert plan.sensitivities["n"] == (1.0 if neighbouring == "add/remove" else 0.0)
+    ((measure, total),) = budget.items()
+    expected = math.fsum(total.values()) if isinstance(total, dict) else total
+    assert plan.guarantee[measure] == pytest.approx(expected, rel=1e-12)
+
+
+def test_integer_statistics_get_discrete_mechanisms_and_l2_needs_an_integer_sensitivity():
+    plan = rl.Plan([rl.Statistic("k", [0, -2], [3, 1], integer=True)], epsilon=2.0)
+    assert plan.mechanisms["k"] == pmdp.DiscreteLaplace(scale=2.5, sensitivity=5)  # 3 + 2
+    plan = rl.Plan([rl.Statistic("k", 0, 4, integer=True)], rho=2.0)
+    assert plan.mechanisms["k"] == pmdp.DiscreteGaussian(sigma=2.0, sensitivity=4)
+    with pytest.raises(ValueError, match=r"`statistics`.*L2 sensitivity 1.41421"):
+        rl.Plan([rl.Statistic("k", [0, 0], [1, 1], integer=True)], rho=1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"epsilon": 1.2}, {"a": 0.4, "b": 0.4, "n": 0.4}),
+        (
+            {"epsilon": 1.2, "weights": {"a": 0.5, "b": 0.25, "n": 0.25}},
+            {"a": 0.6, "b": 0.3, "n": 0.3},
+        ),
+        ({"rho": {"a": 0.01, "b": 0.02, "n": 0.3}}, {"a": 0.01, "b": 0.02, "n": 0.3}),
+        (
+            {"rho": 0.7, "weights": {"a": 0.1, "b": 0.2, "n": 0.7}},
+            {"a": 0.07, "b": 0.14, "n": 0.49},
+        ),
+    ],
+)
+def test_budget_split_sums_to_the_total(kwargs, expected):
+    plan = rl.Plan([rl.Statistic("a", -1, 1), rl.Statistic("b", 0, [2, 3]), rl.Count()], **kwargs)
+    assert plan.shares == pytest.approx(expected, rel=1e-12)
+    (measure,) = {"epsilon", "rho"} & set(kwargs)
+    total = kwargs[measure] if not isinstance(kwargs[measure], dict) else sum(expected.values())
+    assert math.fsum(plan.shares.values()) == pytest.approx(total, rel=1e-14)
+    # The stated guarantee is the composition of the mechanisms, computed from scale/sensitivity.
+    assert plan.guarantee[measure] == pytest.approx(total, rel=1e-12)
+    assert f"guarantee: {measure} = {total:.6g}" in plan.describe()
+
+
+# -- releasing ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("sampler", ["opendp", "pmdp"])
+def test_records_are_clamped_and_summed(sampler):
+    rows = np.array([[-3.0, 0.5], [0.25, 7.0], [1.0, -0.5]])  # clamped to [-1, 1] x [0, 1]
+    plan = rl.Plan([rl.Statistic("s", [-1, 0], [1, 1]), rl.Count("n")], epsilon=1e9)
+    rel = plan.release({"s": rows}, sampler=sampler)
+    np.testing.assert_allclose(rel["s"].value, [0.25, 1.5], atol=1e-6)  # noise scale ~ 4e-9
+    assert rel["n"].value == 3 and isinstance(rel["n"].value, int)
+    assert rel["s"].sampler.startswith("opendp" if sampler == "opendp" else "pymc_unbounded_dp")
+
+
+def test_integer_release_never_leaves_the_exact_range():
+    plan = rl.Plan([rl.Statistic("k", 0, 2**40, integer=True)], epsilon=1.0)
+    with pytest.raises(ValueError, match=r"`sums` \(value 'k'\) is outside the exact range"):
+        plan.release(sums={"k": 2**63 - 1}, n=2**23)
+    with pytest.raises(ValueError, match=r"`records\['k'\]` can reach .* exact range"):
+        plan.release({"k": np.zeros(2**23, dtype=np.int8)})
+    with pytest.raises(ValueError, match=r"`epsilon` share .*\(scale <= 2\*\*52\)"):
+        rl.Plan([rl.Statistic("k", 0, 1, integer=True)], epsilon=1e-17)
+    plan = rl.Plan([rl.Statistic("x", -1e15, 1e15)], epsilon=1.0)  # scale 1e15
+    with pytest.raises(ValueError, match=r"`sums` \(value 'x'\) is beyond 2\*\*40 noise scales"):
+        plan.release(sums={"x": 2e27}, n=2**41)
+    # Inside the range both samplers return exact 64-bit integers.
+    plan = rl.Plan([rl.Statistic("k", 0, 2**30, integer=True)], epsilon=1e6)
+    for sampler in ("opendp", "pmdp"):
+        big = plan.release(sums={"k": 2**61}, n=2**31, sampler=sampler)["k"].value
+        assert isinstance(big, int) and abs(big - 2**61) < 10**9
+
+
+def test_a_release_file_round_trips_exactly(tmp_path):
+    rng = np.random.default_rng(3)
+    plan = rl.Plan(
+        [rl.Statistic("s", REG_LOWER, REG_UPPER), rl.Count("n")],
+        epsilon=0.3,
+        weights={"s": 0.7, "n": 0.3},
+    )
+    rel = plan.release({"s": regression_rows(200, rng)})
+    loaded = rl.load(rel.save(tmp_path / "release.json"))
+    assert list(loaded) == ["s", "n"]
+    for name in rel:
+        a, b = rel[name], loaded[name]
+        assert type(a.mechanism) is type(b.mechanism)
+        assert a.mechanism.scale.hex() == b.mechanism.scale.hex()  # bit for bit
+        assert a.mechanism.sensitivity == b.mechanism.sensitivity
+        assert np.array_equal(a.value, b.value) and type(a.value) is type(b.value)
+        assert np.array_equal(a.lower, b.lower) and np.array_equal(a.upper, b.upper)
+        assert (a.share, a.sampler, a.kind, a.integer) == (b.share, b.sampler, b.kind, b.integer)
+    assert loaded.guarantee == rel.guarantee and loaded.budget == rel.budget
+    document = json.loads((tmp_path / "release.json").read_text())
+    s = plan.mechanisms["s"]
+    assert s.scale == 9 / (0.3 * 0.7)
+    assert document["values"]["s"]["mechanism"] == {
+        "family": "Laplace",
+        "scale": s.scale,
+        "sensitivity": 9.0,
+        "norm": "l1",
+        "privacy": s.privacy,
+    }
+    assert (document["format"], document["version"], document["neighbouring"]) == (
+        "pymc-unbounded-dp release",
+        1,
+        "add/remove",
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(version=2), r"`text` has format version 2"),
+        (lambda d: d.update(format="other"), r"`text` is not a pymc-unbounded-dp release file"),
+        (
+            lambda d: d["values"]["s"]["mechanism"].update(sensitivity=4.0),
+            r"`text`: value 's' is calibrated to sensitivity 4.0 but its bounds give 9.0",
+        ),
+        (
+            lambda d: d["values"]["s"]["mechanism"].update(family="Gaussian", norm="l2"),
+            r"`text`: value 's' has mechanism family 'Gaussian'",
+        ),
+        (
+            lambda d: d["values"]["n"]["mechanism"].update(family="Laplace"),
+            r"`text`: value 'n' is integer=True but its mechanism Laplace is for the reals",
+        ),
+        (
+            lambda d: d["values"]["s"]["mechanism"].update(scale=1.0),
+            r"`text` states guarantee .* mechanisms compose to epsilon=",
+        ),
+        (lambda d: d["values"]["s"].pop("lower"), r"`text` is not a valid release file"),
+        (lambda d: d.update(neighbouring="swap"), r"`neighbouring` must be one of"),
+    ],
+)
+def test_a_tampered_release_file_is_refused(edit, message):
+    rel = rl.Plan([rl.Statistic("s", REG_LOWER, REG_UPPER), rl.Count("n")], epsilon=1.0).release(
+        sums={"s": np.zeros(9)}, n=10
+    )
+    document = json.loads(rel.to_json())
+    edit(document)
+    with pytest.raises(ValueError, match=message):
+        rl.Release.from_json(json.dumps(document))
+
+
+def test_release_with_opendp_save_load_and_fit_the_model(tmp_path):
+    """Curator: Bernoulli records, released with OpenDP (discrete Laplace on the sum and on n);
+    analyst: the model built from the file has the release's mechanisms, and its posterior is the
+    exact one."""
+    x = np.random.default_rng(7).binomial(1, 0.3, size=40)
+    plan = rl.Plan(
+        [rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon={"s": 1.0, "n": 0.5}
+    )
+    path = plan.release({"s": x}, sampler="opendp").save(tmp_path / "bernoulli.json")
+
+    rel = rl.load(path)
+    assert rel["s"].sampler.startswith("opendp ") and rel.guarantee == {"epsilon": 1.5}
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        n = rel.sample_size("n")
+        records = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        rel.privatized_sum("s", pt.clip(records, rel["s"].lower, rel["s"].upper))
+    blocks = model_blocks(model)
+    used = {"s": blocks.sums[0].mechanism, "n": blocks.sample_sizes[0].mechanism}
+    for name, scale in (("s", 1.0), ("n", 2.0)):
+        released = rel[name].mechanism
+        assert type(used[name]) is type(released) is pmdp.DiscreteLaplace
+        assert (used[name].scale, used[name].sensitivity) == (released.scale, released.sensitivity)
+        assert (released.scale, released.sensitivity) == (scale, 1.0)
+
+    idata = pmdp.sample(
+        model=model,
+        draws=600,
+        tune=300,
+        chains=2,
+        cores=1,
+        random_seed=11,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    exact = bernoulli_posterior(
+        rel["s"].value,
+        rel["s"].mechanism,
+        2.0,
+        3.0,
+        n_dp=rel["n"].value,
+        n_mechanism=rel["n"].mechanism,
+        n_max=300,
+    )
+    assert_mean_matches(draws_of(idata, "theta"), exact["theta_mean"], "theta")
+    assert_mean_matches(draws_of(idata, "n"), exact["n_mean"], "n")
+
+
+def test_replace_one_release_gives_a_public_n_and_a_bounded_model():
+    rows = np.random.default_rng(2).normal(0.5, 1.0, size=(30, 1))
+    plan = rl.Plan(
+        [rl.Statistic("s", [-2.0], [2.0]), rl.Count("n")], neighbouring="replace-one", rho=0.5
+    )
+    rel = plan.release({"s": rows})
+    assert rel["n"].mechanism is None and rel["n"].sampler == "exact (public)"
+    assert rel.guarantee == {"rho": 0.5} and "n" not in plan.shares
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0, shape=(1,)), n=rel.sample_size("n"))
+        rel.privatized_sum("s", pt.clip(x, -2.0, 2.0))
+    assert model_blocks(model).records[0].n == 30
+    assert model_blocks(model).sums[0].mechanism == pmdp.Gaussian(sigma=4.0, sensitivity=4.0)
+
+
+# -- OpenDP measurements as mechanisms ----------------------------------------------------------
+FLOAT = dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float)
+FLOATS = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float)
+INTS = dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64")
+INTS_L2 = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T=float)
+INT = dp.atom_domain(T="i32"), dp.absolute_distance(T="i32")
+
+
+@pytest.mark.parametrize(
+    "build, expected",
+    [
+        (lambda: dp.m.make_laplace(*FLOAT, scale=0.37), pmdp.Laplace(scale=0.37)),
+        (lambda: FLOATS >> dp.m.then_laplace(scale=1.5), pmdp.Laplace(scale=1.5)),
+        (lambda: dp.m.make_laplace(*INTS, scale=2.5), pmdp.DiscreteLaplace(scale=2.5)),
+        (lambda: dp.m.make_geometric(*INT, scale=3.0), pmdp.DiscreteLaplace(scale=3.0)),
+        (lambda: dp.m.make_gaussian(*FLOAT, scale=1e-3), pmdp.Gaussian(sigma=1e-3)),
+        (lambda: dp.m.make_gaussian(*INTS_L2, scale=4.0), pmdp.DiscreteGaussian(sigma=4.0)),
+        (lambda: dp.m.make_noise(*FLOAT, dp.max_divergence(), scale=0.1), pmdp.Laplace(scale=0.1)),
+    ],
+)
+def test_from_opendp_reads_family_and_scale(build, expected):
+    assert rl.from_opendp(build()) == expected
+
+
+@pytest.mark.parametrize(
+    "mechanism, shape",
+    [
+        (pmdp.Laplace(scale=0.3), ()),
+        (pmdp.Gaussian(sigma=2.5), (2, 3)),
+        (pmdp.DiscreteLaplace(scale=7 / 3), (4,)),
+        (pmdp.DiscreteGaussian(sigma=1.7), ()),
+    ],
+)
+def test_to_opendp_and_back_is_the_same_mechanism(mechanism, shape):
+    measurement = rl.to_opendp(mechanism, shape)
+    assert rl.from_opendp(measurement) == mechanism
+    # OpenDP's own privacy map agrees with the mechanism's guarantee at its sensitivity.
+    (value,) = mechanism.privacy.values()
+    d_in = 1 if mechanism.discrete and mechanism.norm == "l1" else 1.0
+    assert measurement.map(d_in) == pytest.approx(value, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "build, error, message",
+    [
+        (
+            lambda: dp.m.make_randomized_response_bool(0.7),
+            TypeError,
+            "make_randomized_response_bool",
+        ),
+        (
+            lambda: (
+                (dp.vector_domain(dp.atom_domain(bounds=(0.0, 1.0))), dp.symmetric_distance())
+                >> dp.t.then_sum()
+                >> dp.m.then_laplace(scale=1.0)
+            ),
+            TypeError,
+            "make_chain_mt",
+        ),
+        (lambda: dp.m.make_laplace(*FLOAT, scale=0.37, k=-2), ValueError, "lattice 2\\*\\*-2"),
+        (lambda: dp.m.make_geometric(*INT, scale=3.0, bounds=(0, 10)), TypeError, "`bounds`"),
+        (lambda: 1.0, TypeError, "must be an OpenDP Measurement"),
+    ],
+)
+def test_from_opendp_refuses_other_measurements(build, error, message):
+    with pytest.raises(error, match=rf"from_opendp: `measurement`.*{message}"):
+        rl.from_opendp(build())
+
+
+def test_privatized_sum_and_sample_size_accept_opendp_measurements():
+    s_measurement = dp.m.make_laplace(*FLOATS, scale=2.0)
+    n_measurement = dp.m.make_laplace(*INT, scale=4.0)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        n = pmdp.SampleSize("n", n_dp=n_measurement(25), mechanism=n_measurement)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        clamped = pt.clip(x, -1, 1)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([clamped, clamped**2], axis=1),
+            s_measurement,
+            observed=s_measurement([3.0, 10.0]),
+        )
+        with pytest.raises(TypeError, match=r"PrivatizedSum\('t'\): `mechanism`.*make_randomized"):
+            pmdp.PrivatizedSum("t", clamped, dp.m.make_randomized_response_bool(0.7), observed=1.0)
+        with pytest.raises(
+            TypeError,
+            match=r"PrivatizedSum\('t'\): `mechanism` must be a pmdp "
+            r"mechanism such as pmdp.Laplace\(epsilon=1.0\) or an OpenDP",
+        ):
+            pmdp.PrivatizedSum("t", clamped, "laplace", observed=1.0)
+    blocks = model_blocks(model)
+    assert blocks.sums[0].mechanism == pmdp.Laplace(scale=2.0)
+    assert blocks.sample_sizes[0].mechanism == pmdp.DiscreteLaplace(scale=4.0)
+
+
+def test_approx_dp_is_between_the_gaussian_curve_and_bun_steinke():
+    """rho-zCDP -> (epsilon, delta): no conversion can beat the Gaussian mechanism's exact curve
+    (Balle & Wang 2018), and Bun & Steinke's rho + 2 sqrt(rho log(1/delta)) is valid but loose."""
+    from scipy.optimize import brentq
+
+    for rho, delta in ((0.5, 1e-6), (0.01, 1e-9), (2.0, 1e-5)):
+        mu = math.sqrt(2 * rho)
+
+        def gaussian_delta(epsilon, mu=mu):
+            return stats.norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * stats.norm.cdf(
+                -epsilon / mu - mu / 2
+            )
+
+        lower = brentq(lambda e, delta=delta: gaussian_delta(e) - delta, 0.0, 100.0)
+        upper = rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        assert lower < rl.approx_dp(rho, delta) < upper
+
+
+# -- the noise: goodness of fit of OpenDP's samplers --------------------------------------------
+def _chi_square_p(draws, mechanism, support):
+    """Chi-square p-value of integer draws against a symmetric pmf: cells ``k <= -support``, each
+    ``|k| < support``, ``k >= support``."""
+    inner = np.arange(-support + 1, support)
+    p_inner = np.exp(mechanism.logpdf(inner))
+    tail = (1.0 - p_inner.sum()) / 2
+    observed = np.concatenate(
+        [
+            [np.sum(draws <= -support)],
+            (draws[:, None] == inner).sum(axis=0),
+            [np.sum(draws >= support)],
+        ]
+    )
+    expected = len(draws) * np.concatenate([[tail], p_inner, [tail]])
+    return stats.chisquare(observed, expected).pvalue
+
+
+def test_opendp_noise_follows_the_stated_distributions():
+    """20,000 OpenDP draws per mechanism (OpenDP's generator cannot be seeded: each check fails a
+    correct sampler with probability 1e-4); the Laplace check rejects a scale 15% off."""
+    size = 20_000
+    draws = np.asarray(rl.to_opendp(pmdp.Laplace(scale=2.0), (size,))([0.0] * size))
+    assert stats.kstest(draws, stats.laplace(scale=2.0).cdf).pvalue > 1e-4
+    assert stats.kstest(draws, stats.laplace(scale=2.3).cdf).pvalue < 1e-4  # the test has power
+    draws = np.asarray(rl.to_opendp(pmdp.Gaussian(sigma=1.5), (size,))([0.0] * size))
+    assert stats.kstest(draws, stats.norm(scale=1.5).cdf).pvalue > 1e-4
+    for mechanism, support in (
+        (pmdp.DiscreteLaplace(scale=3.0), 8),
+        (pmdp.DiscreteGaussian(sigma=2.5), 6),
+    ):
+        draws = np.asarray(rl.to_opendp(mechanism, (size,))([0] * size))
+        assert _chi_square_p(draws, mechanism, support) > 1e-4
+
+
+# -- bad input ----------------------------------------------------------------------------------
+S = rl.Statistic("s", -1, 1)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda: rl.Plan([S], epsilon=-1.0), ValueError, r"Plan: `epsilon` must be finite and > 0"),
+        (lambda: rl.Plan([S], rho=0.0), ValueError, r"Plan: `rho` must be finite and > 0"),
+        (lambda: rl.Plan([S], epsilon=math.inf), ValueError, r"`epsilon` must be finite"),
+        (lambda: rl.Plan([S], epsilon="1"), TypeError, r"`epsilon` must be a number"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0, rho=1.0),
+            ValueError,
+            r"exactly one of `epsilon` or `rho`",
+        ),
+        (lambda: rl.Plan([S]), ValueError, r"exactly one of `epsilon` or `rho`"),
+        (
+            lambda: rl.Plan([S, rl.Count()], epsilon=1.0, weights={"s": 0.5, "n": 0.4}),
+            ValueError,
+            r"`weights` must sum to 1, got 0.9",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Count()], epsilon=1.0, weights={"s": 1.0}),
+            ValueError,
+            r"`weights` must have one entry per noisy value \['n', 's'\]",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Count()], epsilon=1.0, weights={"s": 1.5, "n": -0.5}),
+            ValueError,
+            r"`weights\['n'\]` must be finite and > 0",
+        ),
+        (lambda: rl.Plan([S], epsilon=1.0, weights=[1.0]), TypeError, r"`weights` must be a dict"),
+        (
+            lambda: rl.Plan([S, rl.Count()], epsilon={"s": 1.0, "n": 0.1}, weights={"s": 1.0}),
+            ValueError,
+            r"give `weights` with a total `epsilon`",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Count()], epsilon={"s": 1.0}),
+            ValueError,
+            r"`epsilon` must have one entry per noisy value",
+        ),
+        (
+            lambda: rl.Plan(
+                [S, rl.Count()], neighbouring="replace-one", epsilon={"s": 1.0, "n": 1.0}
+            ),
+            ValueError,
+            r"`epsilon` must have one entry per noisy value \['s'\]",
+        ),
+        (
+            lambda: rl.Plan([S], neighbouring="bounded", epsilon=1.0),
+            ValueError,
+            r"Plan: `neighbouring` must be one of \('add/remove', 'replace-one'\), got 'bounded'",
+        ),
+        (
+            lambda: rl.Plan([rl.Count()], neighbouring="replace-one", epsilon=1.0),
+            ValueError,
+            r"every value in `statistics` has sensitivity 0",
+        ),
+        (
+            lambda: rl.Plan([S, S], epsilon=1.0),
+            ValueError,
+            r"`statistics` must be non-empty with distinct",
+        ),
+        (lambda: rl.Plan([], epsilon=1.0), ValueError, r"`statistics` must be non-empty"),
+        (lambda: rl.Plan(S, epsilon=1.0), TypeError, r"`statistics` must be a list"),
+        (
+            lambda: rl.Plan([rl.Count("n"), rl.Count("m")], epsilon=1.0),
+            ValueError,
+            r"`statistics` may hold one Count",
+        ),
+        (
+            lambda: rl.Statistic("s", 1, -1),
+            ValueError,
+            r"Statistic\('s'\): `lower` must be <= `upper`",
+        ),
+        (lambda: rl.Statistic("s", [0, 2], [1, 1]), ValueError, r"`lower` must be <= `upper`"),
+        (
+            lambda: rl.Statistic("s", -np.inf, 1),
+            ValueError,
+            r"Statistic\('s'\): `lower` must be finite",
+        ),
+        (lambda: rl.Statistic("s", 0, np.nan), ValueError, r"`upper` must be finite"),
+        (lambda: rl.Statistic("s", 0, "a"), TypeError, r"`upper` must be numeric"),
+        (lambda: rl.Statistic("s", 0, 1.5, integer=True), ValueError, r"`upper` must be integers"),
+        (
+            lambda: rl.Statistic("s", [0, 0], [1, 1, 1]),
+            ValueError,
+            r"`lower` \(2,\) and `upper` \(3,\)",
+        ),
+        (
+            lambda: rl.Statistic("", 0, 1),
+            TypeError,
+            r"Statistic: `name` must be a non-empty string",
+        ),
+        (lambda: rl.Statistic("s", 0, 1, integer=1), TypeError, r"`integer` must be True or False"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 5.0}, n=3),
+            ValueError,
+            r"Plan.release: `sums\['s'\]`=5.0 is outside the declared bounds",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 1.0}),
+            ValueError,
+            r"`n` \(the number of records\) must be an integer >= 0",
+        ),
+        (lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 1.0}, n=-2), ValueError, r"`n`"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"t": 1.0}, n=2),
+            ValueError,
+            r"`sums` must have one entry per statistic \['s'\]",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": [1.0, 2.0]}, n=2),
+            ValueError,
+            r"`sums\['s'\]` has shape \(2,\)",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": [0.5, np.nan]}),
+            ValueError,
+            r"`records\['s'\]` contains NaN",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": [[0.5, 0.1]]}),
+            ValueError,
+            r"`records\['s'\]` has shape \(1, 2\)",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": ["a"]}),
+            TypeError,
+            r"`records\['s'\]` must be numeric",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"t": [1.0]}),
+            ValueError,
+            r"`records` must have the rows of each statistic \['s'\]",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release([[1.0]]),
+            TypeError,
+            r"`records` must be a dict",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Statistic("t", 0, 1)], epsilon=1.0).release(
+                {"s": [0.1, 0.2], "t": [0.3]}
+            ),
+            ValueError,
+            r"`records\['t'\]` has 1 rows, others 2",
+        ),
+        (
+            lambda: rl.Plan([rl.Statistic("k", 0, 1, integer=True)], epsilon=1.0).release(
+                {"k": [0.5, 1.0]}
+            ),
+            ValueError,
+            r"`records\['k'\]` must be integer-valued",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": [0.1]}, sums={"s": 0.1}, n=1),
+            ValueError,
+            r"exactly one of `records` or `sums`",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": [0.1]}, sampler="numpy"),
+            ValueError,
+            r"`sampler` must be one of",
+        ),
+        (
+            lambda: rl.Plan([rl.Count()], epsilon=1.0).release({}),
+            ValueError,
+            r"`records` must have the rows.*use `sums=\{\}, n=`",
+        ),
+        (lambda: rl.approx_dp(0.5, 1.5), ValueError, r"approx_dp: `delta` must be < 1"),
+        (lambda: rl.approx_dp(-0.5, 1e-6), ValueError, r"approx_dp: `rho` must be finite and > 0"),
+        (lambda: rl.to_opendp("laplace"), TypeError, r"to_opendp: `mechanism` must be"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 0.1}, n=1).sample_size("s"),
+            ValueError,
+            r"Release.sample_size: `name` 's' is a sum, not a count",
+        ),
+        (
+            lambda: (
+                rl.Plan([S], epsilon=1.0).release(sums={"s": 0.1}, n=1).privatized_sum("t", None)
+            ),
+            ValueError,
+            r"Release.privatized_sum: `name` 't' is not released",
+        ),
+        (lambda: rl.Release.from_json("[1, 2]"), ValueError, r"Release.from_json: `text` is not a"),
+        (lambda: rl.Release.from_json("{"), ValueError, r"`text` is not a valid release file"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_argument(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
