@@ -141,6 +141,106 @@ predictive distribution (the dashed curve, which ArviZ labels the predictive mea
 released number it is the density of all the replicates; the blue dots are single replicates). A tail
 probability `P(replicate >= released)` near 0 or 1 would say that the model, the prior or the stated
 noise does not fit the release."""),
+md(r"""## May I plug in `n_dp`?
+
+The shortcut above fits the bounded-DP model with `n = n_dp`. Awan, Barrientos & Ju bound what it
+can cost, from the release alone. If the statistics' release is $(0, \delta_s)$-DP (every common
+guarantee implies one: $\delta_s = (e^{\varepsilon} - 1)/(e^{\varepsilon} + 1)$ for
+$\varepsilon$-DP, $\min(\sqrt{\rho/2}, \sqrt{1 - e^{-\rho}})$ for $\rho$-zCDP), adding or removing
+one record moves the release's sampling distribution by at most $\delta_s$ in total variation, and
+so, whatever the parameters,
+
+$$\mathrm{TV}\big(p_{\text{unbounded}}(s \mid \theta, n_{dp}),\; p(s \mid \theta, n = n_{dp})\big)
+\;\le\; \delta_s \, E\big[\,|n - n_{dp}| \;\big|\; n_{dp}\big],$$
+
+where the expectation is over the posterior of `n` given the count release alone,
+$p(n \mid n_{dp}) \propto g(n)\, \eta_n(n_{dp} - n)$ on $n \ge 0$. `pmdp.plugin_check(model)`
+computes both factors from the model alone (no sampling) and, given the draws of the two fits,
+compares the two posteriors.
+
+How to read it: a total-variation distance is the largest difference, over all events, between
+the probabilities the two models give a release, so no test on one release could tell the models
+apart with more than that margin. The bound is **vacuous** when it reaches 1: with
+$\varepsilon_s = 1$ ($\delta_s = 0.46$) as soon as $E|n - n_{dp}| \ge 2.2$, i.e. for discrete
+Laplace count noise with $\varepsilon_n$ below about 0.45. It bounds the sampling distributions of
+the release, not the distance between the two posteriors: that one is measured from draws
+(standardised mean shift `(mean_unbounded - mean_plugin) / sd_unbounded`, sd ratio
+`sd_plugin / sd_unbounded`, overlap of the central 94% intervals as intersection over union, and
+the Kolmogorov-Smirnov distance between the two sets of draws).
+
+The Bernoulli release above has $\varepsilon_n = 0.05$: the bound is vacuous, and indeed the
+plug-in posterior of `theta` is much narrower than the unbounded one."""),
+code(r"""check = pmdp.plugin_check(unbounded, idata, idata_plug_in)
+print(check)"""),
+md(r"""### The paper's regression at three budgets for `n`
+
+The regression of Section 6.1 (`pymc_unbounded_dp.examples.regression`: N = 1000, nine statistics
+with Laplace noise at $\varepsilon_s = 1$, sensitivity 9), with the count released at
+$\varepsilon_n \in \{0.01, 1, 10\}$; the same noise on the nine statistics throughout. First the
+bound, from the models alone:"""),
+code(r"""import dataclasses
+
+import pandas as pd
+from pymc_unbounded_dp.examples import regression as reg
+from pymc_unbounded_dp.examples.studies import suggested_n_moves
+
+data = reg.simulate_regression(n=1000, seed=2024)
+releases = {eps_n: reg.privatize_regression(data, epsilon_s=1.0, epsilon_n=eps_n, seed=7)
+            for eps_n in (0.01, 1.0, 10.0)}
+models = {eps_n: reg.regression_model(release) for eps_n, release in releases.items()}
+bounds = pd.concat({eps_n: pmdp.plugin_check(model).to_dataframe()
+                    for eps_n, model in models.items()}, names=["epsilon_n", "n"])
+columns = ["n_dp", "guarantee", "delta_s", "n_sd", "mean_abs_deviation", "bound", "vacuous",
+           "max_mean_abs_deviation", "required_count_privacy"]
+with pd.option_context("display.width", 140, "display.max_columns", 20):
+    print(bounds[columns].round(5).to_string())"""),
+md(r"""At $\varepsilon_n = 0.01$ the count is off by about 100 on average and the bound is vacuous;
+at $\varepsilon_n = 1$ it is 0.39 (not yet small: $\varepsilon_s = 1$ needs $\varepsilon_n \ge 2.24$
+for 0.1); at $\varepsilon_n = 10$, where `n_dp = n` with probability 0.9999, it is $4 \cdot 10^{-5}$.
+
+Now the empirical side: each release fitted twice with the package's recommended settings for
+this model (`pmdp.sample` with the exact conjugate parameter step and `suggested_n_moves`
+birth/death moves), once with `n` latent and once with `n` fixed at `n_dp`
+(`regression_model(dataclasses.replace(release, n=release.n_dp), bounded=True)`: the plug-in
+model is the bounded-DP model of a release whose `n` is `n_dp`)."""),
+code(r"""warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
+REG_DRAWS, REG_TUNE = (100, 100) if QUICK else (1000, 500)
+fitted = [10.0] if QUICK else list(releases)  # quick mode: one budget only
+options = dict(draws=REG_DRAWS, tune=REG_TUNE, chains=2, progressbar=False,
+               compute_convergence_checks=False)
+comparisons = {}
+for eps_n in fitted:
+    release, unbounded_model = releases[eps_n], models[eps_n]
+    plugin_model = reg.regression_model(dataclasses.replace(release, n=release.n_dp), bounded=True)
+    with unbounded_model:
+        fit_u = pmdp.sample(random_seed=1, n_moves=suggested_n_moves(release),
+                            step=reg.regression_gibbs_step(unbounded_model), **options)
+    with plugin_model:
+        fit_p = pmdp.sample(random_seed=2, step=reg.regression_gibbs_step(plugin_model), **options)
+    check = pmdp.plugin_check(unbounded_model, fit_u, fit_p, var_names=["beta", "tau", "mu"])
+    comparisons[eps_n] = check.comparison
+    n_draws = fit_u["posterior"]["n"].values
+    print(f"epsilon_n = {eps_n:g}: n_dp = {release.n_dp}, posterior of n {n_draws.mean():.1f} "
+          f"+- {n_draws.std():.1f}; bound {check.bound:.3g}")
+table = pd.concat(comparisons, names=["epsilon_n", "parameter"])
+table[["mean_unbounded", "mean_plugin", "mean_shift", "sd_ratio", "interval_overlap", "ks"]].round(3)"""),
+md(r"""What the fits show (full mode; each fit has a few hundred effective draws per parameter, so mean
+shifts of about 0.1 and KS distances of about 0.05 are Monte Carlo noise):
+
+* $\varepsilon_n = 10$ and $1$: the two posteriors agree within Monte Carlo error for every
+  parameter (|mean shift| <= 0.1, sd ratios 0.90 to 1.07, interval overlap >= 0.90, KS <= 0.06).
+  At $\varepsilon_n = 10$ the bound ($4 \cdot 10^{-5}$) vouches for it; at $\varepsilon_n = 1$ the
+  bound (0.39) is not small, yet no difference shows.
+* $\varepsilon_n = 0.01$: the bound is vacuous, and plugging in does change the answer, though not
+  for $\beta$ and $\tau$ (|mean shift| <= 0.1, overlap >= 0.94: the coefficients come from ratios
+  of the sums, which the scale of `n` hardly moves). It does for $\mu$, the mean of the
+  covariates, estimated from `sum x / n`: its plug-in posterior is about 40% too narrow (sd ratio
+  about 0.59, interval overlap 0.62 to 0.64, KS 0.17 to 0.18), because the plug-in model takes
+  `n = 1048` as known while the releases only pin `n` down to about ±88.
+
+So a vacuous bound does not mean that every parameter is affected, and a small one is a statement
+about the release distributions; the empirical comparison shows which parameters move. See
+`docs/plugin.md` for the conditions of the theorem."""),
 ]
 nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
 nbf.write(nb, "notebooks/unbounded_sample_size.ipynb")
