@@ -6,22 +6,27 @@ exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the r
 ``examples``, ``cli``; ``risk`` stands apart.
 """
 
-from pymc_unbounded_dp import conjugate, risk
+from pymc_unbounded_dp import conjugate, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
+from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
 from pymc_unbounded_dp.interweave import Interweave
 from pymc_unbounded_dp.mcem import mcem
 from pymc_unbounded_dp.mechanisms import (
+    CustomMechanism,
     DiscreteGaussian,
     DiscreteLaplace,
     Gaussian,
     Laplace,
     Mechanism,
+    Tulap,
 )
 from pymc_unbounded_dp.predictive import sample_posterior_predictive, sample_prior_predictive
 from pymc_unbounded_dp.sampling import sample
+from pymc_unbounded_dp.sensitivity import SensitivityWarning
 from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 
 __all__ = [
+    "CustomMechanism",
     "DataAugmentation",
     "DiscreteGaussian",
     "DiscreteLaplace",
@@ -29,12 +34,17 @@ __all__ = [
     "Interweave",
     "Laplace",
     "Mechanism",
+    "PluginCheck",
     "PrivatizedSum",
     "Records",
     "ReversibleJump",
     "SampleSize",
+    "SensitivityWarning",
+    "Tulap",
     "conjugate",
     "mcem",
+    "release",
+    "plugin_check",
     "risk",
     "sample",
     "sample_posterior_predictive",

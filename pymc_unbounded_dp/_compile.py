@@ -36,6 +36,7 @@ from pymc_unbounded_dp.blocks import (
     RecordsSpec,
     SampleSizeSpec,
     TableSpec,
+    check_releases,
     model_blocks,
     observed_value,
 )
@@ -206,10 +207,14 @@ _CACHE: weakref.WeakKeyDictionary[pm.Model, tuple[tuple, CompiledModel]] = (
 def compile_model(model: pm.Model | None = None) -> CompiledModel:
     """Validate the privacy blocks of ``model`` and compile its pieces (cached per model).
 
+    The released values are checked again on every call (:func:`~pymc_unbounded_dp.blocks.
+    check_releases`): ``pm.set_data`` may have changed them since the model was built.
+
     Raises
     ------
     ValueError
-        If the model has no ``Records``, or a record table without any ``PrivatizedSum``.
+        If the model has no ``Records``, a record table without any ``PrivatizedSum``, or a
+        released value that is not valid any more.
     """
     model = modelcontext(model)
     blocks = model_blocks(model)
@@ -226,6 +231,7 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
                 "release the records carry no information. Add pmdp.PrivatizedSum(name, "
                 "statistic, mechanism, observed)."
             )
+    check_releases(model)
     signature = (len(blocks.records), len(blocks.sums), len(blocks.sample_sizes), len(model.named_vars))
     cached = _CACHE.get(model)
     if cached is not None and cached[0] == signature:

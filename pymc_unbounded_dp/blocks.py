@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,24 +26,42 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.shape_utils import change_dist_size
 from pymc.model import modelcontext
+from pymc.pytensorf import compile as compile_pymc
 from pytensor.compile.sharedvalue import SharedVariable
+from pytensor.graph.basic import Variable
 from pytensor.graph.replace import clone_replace
 from pytensor.tensor.random.op import RandomVariable
-from pytensor.tensor.variable import TensorVariable
+from pytensor.tensor.variable import TensorConstant, TensorVariable
 
 from pymc_unbounded_dp._graph import (
+    QUICK_MODE,
+    ancestors,
     depends_on,
     frozen_records_guard,
     quick_draw,
     quick_function,
     with_record_count,
 )
+from pymc_unbounded_dp._opendp import as_mechanism, is_measurement
+from pymc_unbounded_dp._ranges import Range, statistic_range
 from pymc_unbounded_dp.mechanisms import Mechanism
+from pymc_unbounded_dp.sensitivity import SensitivityWarning, check_neighbouring, sum_sensitivity
 
 __all__ = ["PrivatizedSum", "Records", "SampleSize"]
 
-#: Rows drawn to check a statistic at model-build time.
-_CHECK_ROWS = 5
+#: The build-time checks of a statistic (record-additive) and of a record distribution that
+#: depends on other records (row-wise) run on ``_CHECK_BATCHES`` batches of ``_CHECK_ROWS``
+#: records drawn from the model, each batch with its own draw of the parameters from their priors.
+_CHECK_ROWS = 8
+_CHECK_BATCHES = 4
+
+#: The most records one table may start with. The package keeps every record in memory: in the
+#: model's container, and in the kernels' buffers of records and per-record statistics (with
+#: spare rows under unbounded DP), several GB at this size.
+MAX_RECORDS = 10**8
+
+#: Largest ``|n_dp|`` accepted: beyond ``2**53`` a float no longer holds every integer.
+_MAX_N_DP = 2**53
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,8 @@ class SumSpec:
     shape: tuple[int, ...]
     #: The record variables the statistic is computed from (one table).
     record_names: tuple[str, ...]
+    #: The neighbouring relation of the release's guarantee (its sensitivity was checked under it).
+    neighbouring: str = "add/remove"
 
 
 @dataclass(frozen=True)
@@ -216,7 +237,10 @@ def _check_name(name, model: pm.Model, owner: str) -> str:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{owner}: `name` must be a non-empty string, got {name!r}.")
     if name in model.named_vars:
-        raise ValueError(f"{owner}: the model already has a variable named {name!r}.")
+        raise ValueError(
+            f"{owner}({name!r}): `name` is taken: the model already has a variable named "
+            f"{name!r}."
+        )
     return name
 
 
@@ -238,15 +262,131 @@ def _check_unregistered_dist(dist, model: pm.Model, owner: str, argument: str) -
         )
 
 
-def _check_observed(observed, owner: str) -> np.ndarray:
-    value = observed.get_value() if isinstance(observed, SharedVariable) else observed
+def _check_observed(observed, owner: str, argument: str = "observed") -> np.ndarray:
+    """The released value(s) ``observed`` (a number, an array or a ``pm.Data`` container) as a
+    float array; refused, naming ``argument``, if missing, masked, not numeric or not finite."""
+    label = _label(observed, argument)
+    value = observed
+    if isinstance(observed, SharedVariable):
+        value = observed.get_value()
+    elif isinstance(observed, TensorConstant):
+        value = observed.data
+    if value is None:
+        raise TypeError(f"{owner}: {label} is required: pass the released value.")
+    if isinstance(value, Variable):
+        raise TypeError(
+            f"{owner}: {label} must be the released number(s) or a pm.Data container, got the "
+            f"PyTensor expression {value}."
+        )
+    if np.ma.isMaskedArray(value):
+        if np.ma.is_masked(value):  # also how pm.Data stores NaN
+            raise ValueError(
+                f"{owner}: {label} has missing values (NaN or masked entries): "
+                f"{np.ma.filled(value.astype(float), np.nan)}. A release has none: pass every "
+                "released number."
+            )
+        value = np.ma.getdata(value)
     try:
-        value = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise TypeError(f"{owner}: `observed` must be numeric, got {observed!r}.") from None
-    if not np.all(np.isfinite(value)):
-        raise ValueError(f"{owner}: `observed` contains NaN or infinite values: {value}.")
-    return value
+        array = np.asarray(value)
+    except ValueError:  # ragged nested sequences
+        raise TypeError(f"{owner}: {label} must be a number or a rectangular array, got {value!r}.") from None
+    if array.dtype == object and all(
+        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in array.flat
+    ):
+        array = array.astype(float)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{owner}: {label} must be numeric (the released number(s)), got {value!r} of dtype "
+            f"{array.dtype}."
+        )
+    array = array.astype(float)
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{owner}: {label} contains NaN or infinite values: {array}.")
+    return array
+
+
+def _label(observed, argument: str) -> str:
+    """How a message names the argument: ```observed``` or ```observed`` (pm.Data 's_dp')`."""
+    if isinstance(observed, SharedVariable):
+        return f"`{argument}` (pm.Data {observed.name!r})"
+    return f"`{argument}`"
+
+
+def _check_release_value(
+    observed, shape: tuple[int, ...], mechanism: Mechanism, owner: str, argument: str
+) -> np.ndarray:
+    """``observed`` checked as the release of a value of ``shape`` by ``mechanism``."""
+    array = _check_observed(observed, owner, argument)
+    label = _label(observed, argument)
+    if array.shape != shape:
+        what = "a scalar" if shape == () else f"shape {shape}"
+        raise ValueError(
+            f"{owner}: {label} has shape {array.shape} but the released value is {what}: "
+            "one number per coordinate of one record's statistic (the statistic is summed over "
+            "the record axis)."
+        )
+    if mechanism.discrete and np.any(array != np.round(array)):
+        raise ValueError(
+            f"{owner}: {label} must be integer-valued for {type(mechanism).__name__} (its "
+            f"noise is on the integers), got {array}; use the value as released, or a "
+            "continuous mechanism if it was released with one."
+        )
+    return array
+
+
+def check_releases(model: pm.Model) -> None:
+    """Check the released values of ``model`` as they are now.
+
+    Released values held in ``pm.Data`` containers were checked when the model was built, but
+    ``pm.set_data`` may have changed them since. The package calls this before it uses them
+    (``compile_model``: ``pmdp.sample``, the steps' construction, ``pmdp.mcem``) and at the start
+    of every chain (for ``pm.sample(step=...)`` after ``pm.set_data``).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the release (``PrivatizedSum('s')``, ``SampleSize('n')``), its argument and
+        container, if a value is missing, not numeric, not finite, of the wrong shape, or not an
+        integer for a mechanism on the integers.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> from pymc_unbounded_dp.blocks import check_releases
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+    ...     s = pm.Data("s_dp", 4.2)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=s)
+    ...     pm.set_data({"s_dp": float("nan")})
+    >>> check_releases(model)
+    Traceback (most recent call last):
+    ...
+    ValueError: PrivatizedSum('s'): `observed` (pm.Data 's_dp') contains NaN or infinite values: nan.
+    """
+    blocks = model_blocks(model)
+    for spec in blocks.sums:
+        container = _release_container(model, spec.release_rv)
+        if container is not None:
+            _check_release_value(
+                container, spec.shape, spec.mechanism, f"PrivatizedSum({spec.name!r})", "observed"
+            )
+    for spec in blocks.sample_sizes:
+        container = _release_container(model, spec.release_rv)
+        if container is not None:
+            _check_n_dp(container, spec.mechanism, f"SampleSize({spec.name!r})")
+
+
+def _release_container(model: pm.Model, rv) -> SharedVariable | None:
+    """The ``pm.Data`` container behind a release's observed value (``None`` for a constant).
+
+    PyMC casts a container whose dtype differs from the release's (a float ``pm.Data`` of a
+    count), so the container is the value's shared ancestor: the values checked are the ones the
+    user set, before any cast.
+    """
+    shared = [v for v in ancestors([model.rvs_to_values[rv]]) if isinstance(v, SharedVariable)]
+    return shared[0] if len(shared) == 1 else None
 
 
 def _register_release(
@@ -303,7 +443,8 @@ def Records(
         leading axis of ``dist`` is the record axis.
     n : int or TensorVariable
         The number of records: a known non-negative integer (bounded DP) or the variable returned by
-        :func:`SampleSize` (unbounded DP).
+        :func:`SampleSize` (unbounded DP). At most :data:`MAX_RECORDS` (``10**8``) to start with:
+        every record is kept in memory.
     dims : str or tuple of str, optional
         Names of **one record's** axes (e.g. ``"component"`` for a Dirichlet record), used for
         the kept records (``pmdp.sample(keep_records=...)``) with the model's ``coords`` where
@@ -328,10 +469,10 @@ def Records(
     """
     model = modelcontext(model)
     name = _check_name(name, model, "Records")
-    _check_unregistered_dist(dist, model, "Records", "dist")
+    owner = f"Records({name!r})"
+    _check_unregistered_dist(dist, model, owner, "dist")
     blocks = model_blocks(model)
-    sample_size = _check_n(n, blocks)
-    n_rows = sample_size.initial if sample_size is not None else int(n)
+    sample_size, n_rows = _check_n(n, blocks, owner)
 
     parent_rvs = depends_on(dist, [r.rv for r in blocks.records])
     parents = [r for r in blocks.records if r.rv in parent_rvs]
@@ -354,6 +495,7 @@ def Records(
                 f"the record axis of length {parent_rows}; got shape {initial.shape}. Build its "
                 "parameters row-wise from the parent records (e.g. `X @ beta`)."
             )
+        _check_row_wise(dist, parents, blocks, model, owner)
     else:
         rows = pt.constant(n_rows, dtype="int64")
         (initial,) = quick_draw(
@@ -375,19 +517,34 @@ def _stable_seed(name: str) -> int:
     return sum((i + 1) * ord(c) for i, c in enumerate(name)) % (2**31)
 
 
-def _check_n(n, blocks: ModelBlocks) -> SampleSizeSpec | None:
-    sample_size = blocks.sample_size_of(n) if isinstance(n, TensorVariable) else None
-    if isinstance(n, TensorVariable) and sample_size is None:
-        raise TypeError(
-            "Records: `n` must be a non-negative integer or the variable returned by "
-            "pmdp.SampleSize(...) in this model; got another tensor."
+def _check_n(n, blocks: ModelBlocks, owner: str) -> tuple[SampleSizeSpec | None, int]:
+    """The sample size behind ``n`` (``None`` for a known ``n``) and the initial number of rows."""
+    if isinstance(n, TensorVariable):
+        sample_size = blocks.sample_size_of(n)
+        if sample_size is None:
+            raise TypeError(
+                f"{owner}: `n` must be a non-negative integer or the variable returned by "
+                "pmdp.SampleSize(...) in this model; got another tensor."
+            )
+        rows = sample_size.initial
+        if rows > MAX_RECORDS:
+            raise ValueError(
+                f"{owner}: `n` is SampleSize {sample_size.name!r}, which starts at {rows} records "
+                f"(the supported n closest to its `n_dp`), more than MAX_RECORDS = {MAX_RECORDS}: "
+                "the package keeps every record in memory. Check `n_dp`, or give the SampleSize a "
+                "`prior` whose support is below the limit."
+            )
+        return sample_size, rows
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral | float):
+        raise TypeError(f"{owner}: `n` must be a non-negative integer, got {n!r}.")
+    if not math.isfinite(n) or n != int(n) or n < 0:
+        raise ValueError(f"{owner}: `n` must be a non-negative integer, got {n!r}.")
+    if n > MAX_RECORDS:
+        raise ValueError(
+            f"{owner}: `n`={n} is more than MAX_RECORDS = {MAX_RECORDS}: the package keeps every "
+            "record in memory."
         )
-    if sample_size is None:
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral | float):
-            raise TypeError(f"Records: `n` must be a non-negative integer, got {n!r}.")
-        if isinstance(n, float) and n != int(n) or n < 0:
-            raise ValueError(f"Records: `n` must be a non-negative integer, got {n!r}.")
-    return sample_size
+    return None, int(n)
 
 
 def _same_n(a, b) -> bool:
@@ -408,6 +565,8 @@ def PrivatizedSum(
     observed,
     *,
     dims=None,
+    neighbouring: str = "add/remove",
+    check_sensitivity: bool = True,
     model: pm.Model | None = None,
 ) -> TensorVariable:
     """The noisy release ``observed = sum_i statistic[i] + noise`` of a record-additive statistic.
@@ -420,20 +579,60 @@ def PrivatizedSum(
         An expression of :func:`Records` variables that keeps the leading record axis, one row per
         record (clamping with ``pt.clip``, products of record variables and ``pt.stack`` of several
         statistics along a trailing axis are all fine). It is summed over records here.
-    mechanism : Mechanism
-        The noise added to each coordinate of the sum, e.g. ``pmdp.Laplace(epsilon=1.0)``.
+    mechanism : Mechanism or opendp.mod.Measurement
+        The noise added to each coordinate of the sum, e.g. ``pmdp.Laplace(epsilon=1.0)``, or
+        the OpenDP noise measurement that released it (converted by
+        :func:`pymc_unbounded_dp.release.from_opendp`; a measurement states no sensitivity, so
+        the sensitivity check is skipped: pass ``from_opendp(measurement, sensitivity=...)`` to
+        have it checked).
     observed : array_like or pm.Data
         The released value, shaped like ``statistic[0]``.
     dims : str or tuple of str, optional
         Names of the release's axes, as for any PyMC variable (declare their ``coords`` in the
         model); they label the release in ``observed_data``, predictive draws and the
         log-likelihood.
+    neighbouring : {"add/remove", "replace-one"}, default "add/remove"
+        The neighbouring relation of the release's guarantee: add/remove (data sets that differ by
+        one person's record; the paper's convention, for bounded and unbounded DP alike) or
+        replace-one (same ``n``, one record's values changed). Used by the sensitivity check.
+    check_sensitivity : bool, default True
+        Compare the mechanism's declared sensitivity with the one derived from the statistic
+        (see Notes). ``False`` skips the comparison, e.g. for a statistic bounded for a reason its
+        graph does not show; a ``pt.clip`` with reversed bounds is refused either way.
     model : pm.Model, optional
 
     Returns
     -------
     TensorVariable
         The observed release variable.
+
+    Warns
+    -----
+    SensitivityWarning
+        If the declared sensitivity does not match the statistic's bounds (see Notes).
+
+    Notes
+    -----
+    **Sensitivity check.** The range of one record's statistic is derived from its graph: clip
+    bounds, indicators and comparisons, the support of the record distributions, constants, and
+    interval arithmetic through the usual operations (``docs/sensitivity.md`` lists them; anything
+    else counts as unbounded). The sensitivity of the released sum follows under
+    ``neighbouring``, in the mechanism's norm
+    (:func:`~pymc_unbounded_dp.sensitivity.sum_sensitivity`), and is compared with
+    ``mechanism.sensitivity``:
+
+    * derived > declared: the stated guarantee does not hold;
+    * derived < declared: the guarantee holds and is stronger than stated (the noise is larger
+      than the bounds need);
+    * no finite bound while the mechanism was calibrated from a budget (``epsilon``/``rho``): the
+      release has no guarantee at all; clamp the statistic with ``pt.clip``.
+
+    Each gives a :class:`~pymc_unbounded_dp.SensitivityWarning` naming both numbers. It is a
+    warning, not an error: the posterior is right whatever the sensitivity, since it uses the
+    noise scale as released; what is wrong is the privacy claim, which is the curator's, and an
+    analyst must still be able to fit the release they were given (and the derived bounds may be
+    looser than the truth, e.g. ``x - x``). Mechanisms that state no norm (custom ones) are not
+    checked.
 
     Examples
     --------
@@ -450,45 +649,155 @@ def PrivatizedSum(
     owner = f"PrivatizedSum({name!r})"
     model = modelcontext(model)
     name = _check_name(name, model, "PrivatizedSum")
-    if not isinstance(mechanism, Mechanism):
-        raise TypeError(
-            f"{owner}: `mechanism` must be a pmdp mechanism such as pmdp.Laplace(epsilon=1.0), "
-            f"got {mechanism!r}."
-        )
+    # An OpenDP measurement states no sensitivity (its guarantee is a map of the input distance):
+    # there is no declared sensitivity to check the statistic's bounds against.
+    states_sensitivity = not is_measurement(mechanism)
+    mechanism = as_mechanism(mechanism, owner, "pmdp.Laplace(epsilon=1.0)")
     blocks = model_blocks(model)
     statistic = _check_statistic(statistic, blocks, model, owner)
     used = _statistic_records(statistic, blocks, owner)
-    observed_array = _check_observed(observed, owner)
+    _check_observed(observed, owner)
     shape = tuple(_record_statistic_value(statistic, blocks, owner).shape[1:])
-    if observed_array.shape != shape:
-        raise ValueError(
-            f"{owner}: `observed` has shape {observed_array.shape} but one record's statistic has "
-            f"shape {shape}; they must match (the statistic is summed over the record axis)."
-        )
-    if mechanism.discrete:
+    if mechanism.domain == "integers":  # discrete mechanisms and Tulap
         if not (statistic.dtype.startswith(("int", "uint")) or statistic.dtype == "bool"):
             raise ValueError(
                 f"{owner}: `mechanism` {type(mechanism).__name__} works on the integers but the "
                 f"statistic has dtype {statistic.dtype}; use an integer statistic or a continuous "
                 "mechanism (Laplace, Gaussian)."
             )
-        if np.any(observed_array != np.round(observed_array)):
-            raise ValueError(
-                f"{owner}: `observed` must be integer-valued for {type(mechanism).__name__}."
-            )
+    observed_array = _check_release_value(observed, shape, mechanism, owner, "observed")
+    if not isinstance(observed, SharedVariable):  # a pm.Data container stays one (pm.set_data)
+        observed = observed_array.astype(np.int64) if mechanism.discrete else observed_array
+    dims = _check_dims(dims, shape, owner)
+    # Last, once every argument is valid: a warning turned into an error leaves no half-built model.
+    neighbouring = _check_sensitivity(
+        statistic, mechanism, blocks, shape, neighbouring,
+        check_sensitivity if states_sensitivity else False, owner,
+    )
     if statistic.dtype == "bool":
         statistic = statistic.astype("int64")
-    release = _register_release(
-        model, name, statistic.sum(axis=0), mechanism, observed, dims=_check_dims(dims, shape, owner)
-    )
+    release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed, dims=dims)
     blocks.sums.append(
         SumSpec(
             name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape,
-            record_names=tuple(r.name for r in used),
+            record_names=tuple(r.name for r in used), neighbouring=neighbouring,
         )
     )
     blocks.links.extend((used[0].name, other.name) for other in used[1:])
     return release
+
+
+#: Relative difference between a declared and a derived sensitivity that counts as rounding.
+_SENSITIVITY_RTOL = 1e-9
+
+
+def _check_sensitivity(
+    statistic, mechanism: Mechanism, blocks: ModelBlocks, shape: tuple[int, ...],
+    neighbouring, check: bool, owner: str,
+) -> str:
+    """Compare ``mechanism``'s sensitivity with the statistic's bounds (see PrivatizedSum).
+
+    Returns the checked ``neighbouring``. The bounds are always derived: a reversed clip is an
+    error whether or not the comparison runs.
+    """
+    neighbouring = check_neighbouring(neighbouring, owner)
+    if not isinstance(check, bool | np.bool_):
+        raise TypeError(f"{owner}: `check_sensitivity` must be True or False, got {check!r}.")
+    bounds = statistic_range(statistic, [r.rv for r in blocks.records], owner)
+    norm = getattr(mechanism, "norm", None)  # a custom mechanism may state none
+    if not check or norm is None:
+        return neighbouring
+    kind = type(mechanism).__name__
+    if not bounds.finite:
+        if _calibrated_from_budget(mechanism):
+            warnings.warn(_unbounded_message(bounds, blocks, kind, mechanism, owner),
+                          SensitivityWarning, stacklevel=3)
+        return neighbouring
+    lower = np.broadcast_to(bounds.lower, shape)
+    upper = np.broadcast_to(bounds.upper, shape)
+    derived = sum_sensitivity(lower, upper, norm=norm, neighbouring=neighbouring)
+    declared = float(mechanism.sensitivity)
+    where = (
+        f"the statistic's bounds {_describe_bounds(lower, upper)} give an {norm.upper()} "
+        f"sensitivity of {derived:g} under {neighbouring} neighbours"
+    )
+    if derived > declared * (1 + _SENSITIVITY_RTOL):
+        other = "replace-one" if neighbouring == "add/remove" else "add/remove"
+        other_value = sum_sensitivity(lower, upper, norm=norm, neighbouring=other)
+        hint = (
+            f" Under {other} neighbours they give {other_value:g}: pass neighbouring={other!r} if "
+            "that is the release's relation."
+            if other_value <= declared * (1 + _SENSITIVITY_RTOL) else ""
+        )
+        warnings.warn(
+            f"{owner}: {where}, more than the sensitivity {declared:g} declared by `mechanism` "
+            f"{kind}: its stated guarantee ({_guarantee(mechanism)}) does not hold"
+            f"{_actual_guarantee(mechanism, derived / declared if declared else math.inf)}. "
+            f"Declare sensitivity={derived:g} (calibrating from a budget then adds more noise), "
+            "clamp the statistic more tightly, or pass check_sensitivity=False if the records are "
+            f"known to be tighter than these bounds.{hint}",
+            SensitivityWarning, stacklevel=3,
+        )
+    elif declared > derived * (1 + _SENSITIVITY_RTOL):
+        warnings.warn(
+            f"{owner}: {where}, less than the sensitivity {declared:g} declared by `mechanism` "
+            f"{kind}: the guarantee holds and is stronger than stated"
+            f"{_actual_guarantee(mechanism, derived / declared)}, so the noise is larger than the "
+            f"bounds need. Calibrate with sensitivity={derived:g} for less noise at the same "
+            "budget, or pass check_sensitivity=False.",
+            SensitivityWarning, stacklevel=3,
+        )
+    return neighbouring
+
+
+def _calibrated_from_budget(mechanism: Mechanism) -> bool:
+    """Whether the mechanism's scale was calibrated from a privacy budget (``epsilon``/``rho``).
+
+    Read from ``mechanism.from_budget``; a mechanism that does not record it (e.g. a custom one)
+    counts as given by its noise scale.
+    """
+    return bool(getattr(mechanism, "from_budget", False))
+
+
+def _guarantee(mechanism: Mechanism) -> str:
+    return ", ".join(f"{key}={value:g}" for key, value in mechanism.privacy.items())
+
+
+def _actual_guarantee(mechanism: Mechanism, ratio: float) -> str:
+    """The guarantee at the derived sensitivity: epsilon scales with it, rho with its square."""
+    powers = {"epsilon": 1, "rho": 2}
+    privacy = mechanism.privacy
+    if not privacy or not set(privacy) <= set(powers):
+        return ""
+    actual = ", ".join(f"{k}={v * ratio ** powers[k]:g}" for k, v in privacy.items())
+    return f"; with this noise it is {actual}"
+
+
+def _describe_bounds(lower: np.ndarray, upper: np.ndarray) -> str:
+    """``[l, u]`` per coordinate (the first few of a long statistic)."""
+    if lower.size == 1:
+        return f"[{lower.item():g}, {upper.item():g}]"
+    pairs = [f"[{lo:g}, {hi:g}]" for lo, hi in zip(lower.reshape(-1), upper.reshape(-1))]
+    shown = ", ".join(pairs[:6]) + (f", ... ({len(pairs)} coordinates)" if len(pairs) > 6 else "")
+    return f"({shown})"
+
+
+def _unbounded_message(bounds: Range, blocks: ModelBlocks, kind: str, mechanism, owner) -> str:
+    causes = ", ".join(bounds.unbounded) or "its operations"
+    names = [
+        r.name for r in blocks.records
+        if any(cause.startswith(f"records {r.name!r}") for cause in bounds.unbounded)
+    ]
+    example = names[0] if names else "x"
+    return (
+        f"{owner}: the statistic has no finite sensitivity: its range is unbounded because of "
+        f"{causes}. `mechanism` {kind} was calibrated from a privacy budget "
+        f"({_guarantee(mechanism)}) for sensitivity {float(mechanism.sensitivity):g}, which no "
+        f"unbounded statistic has: the release has no privacy guarantee. Clamp the statistic, "
+        f"e.g. pt.clip({example}, lower, upper) with the curator's bounds, and declare the "
+        "sensitivity they give; or pass check_sensitivity=False if it is bounded for a reason "
+        "the check cannot see (e.g. records from a custom distribution)."
+    )
 
 
 def _check_dims(dims, shape: tuple[int, ...], owner: str, what: str = "the release"):
@@ -519,10 +828,15 @@ def _statistic_records(statistic, blocks: ModelBlocks, owner: str) -> list[Recor
 
 def _check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str):
     if not isinstance(statistic, TensorVariable):
-        try:
-            statistic = pt.as_tensor_variable(statistic)
-        except (TypeError, ValueError):
-            raise TypeError(f"{owner}: `statistic` must be a tensor expression of Records.") from None
+        hint = (
+            " (stack several statistics along a trailing axis: `pt.stack([a, b], axis=1)`)"
+            if isinstance(statistic, list | tuple) else ""
+        )
+        raise TypeError(
+            f"{owner}: `statistic` must be a PyTensor expression of pmdp.Records variables "
+            f"(one row per record, e.g. `pt.clip(x, 0, 1)`), got {type(statistic).__name__}"
+            f"{hint}."
+        )
     record_rvs = [r.rv for r in blocks.records]
     if not depends_on(statistic, record_rvs):
         raise ValueError(
@@ -544,41 +858,168 @@ def _check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str
     return statistic
 
 
+def _check_records(blocks: ModelBlocks) -> list[np.ndarray]:
+    """Records of every record variable drawn from the model for the build-time checks.
+
+    ``_CHECK_BATCHES`` batches of ``_CHECK_ROWS`` records, each with its own draw of the parameters
+    from their priors, stacked; a record variable whose rows all agree even so (a degenerate
+    prior draw) is perturbed, so that a check can see rows move.
+    """
+    rows = pt.constant(_CHECK_ROWS, dtype="int64")
+    outputs = with_record_count(
+        [r.rv for r in blocks.records], [r.data for r in blocks.records], rows,
+        [s.rv for s in blocks.sample_sizes],
+    )
+    draw = compile_pymc([], outputs, random_seed=1, mode=QUICK_MODE)
+    batches = [[np.asarray(v) for v in draw()] for _ in range(_CHECK_BATCHES)]
+    rng = np.random.default_rng(2)
+    return [_varied(np.concatenate(parts), rng) for parts in zip(*batches)]
+
+
+def _varied(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``values`` if its rows are not all equal, else a perturbed copy whose rows differ."""
+    if values.shape[0] < 2 or np.any(values != values[:1]):
+        return values
+    if values.dtype == bool:
+        flips = rng.random(values.shape) < 0.5
+        flips[0] = ~flips[1]
+        return values ^ flips
+    steps = rng.integers(0, 3, size=values.shape)
+    steps[0], steps[1] = 0, 1
+    if values.dtype.kind == "f":
+        return values + steps * (1.0 + np.abs(values)) * rng.random(values.shape)
+    return values + steps.astype(values.dtype)
+
+
+def _row_changes(records: list[np.ndarray]) -> list[tuple[str, list[np.ndarray], object]]:
+    """Variations of ``records`` and where each row of a row-wise function of them comes from.
+
+    Each entry is ``(description, modified records, rows)``: a record-additive function ``f``
+    must give ``f(modified) == f(records)[rows]``. A permutation, truncations to one record and
+    to half of them, and single records replaced by a different record.
+    """
+    m = records[0].shape[0]
+    order = np.random.default_rng(3).permutation(m)
+    variations = [
+        ("the records were permuted", order),
+        ("only the first record was kept", np.arange(1)),
+        (f"only the first {m // 2} records were kept", np.arange(m // 2)),
+    ]
+    for position in (0, m - 1):
+        other = next(
+            (k for k in range(m) if any(np.any(r[k] != r[position]) for r in records)), None
+        )
+        if other is not None:
+            rows = np.arange(m)
+            rows[position] = other
+            variations.append((f"record {position} was replaced by another record", rows))
+    return [(what, [r[rows] for r in records], rows) for what, rows in variations]
+
+
+def _same_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    scale = max(1.0, float(np.max(np.abs(b[np.isfinite(b)]), initial=0.0)))
+    return a.shape == b.shape and bool(
+        np.allclose(a, b, rtol=1e-9, atol=1e-12 * scale, equal_nan=True)
+    )
+
+
 def _record_statistic_value(statistic, blocks: ModelBlocks, owner: str) -> np.ndarray:
-    """Draw a few records from the model and check that ``statistic`` is record-additive on them.
+    """The statistic on records drawn from the model, after checking that it is record-additive.
 
     Record-additive means row ``i`` of the statistic depends on record ``i`` only: evaluated on
-    permuted or truncated records, the rows permute or truncate the same way.
+    permuted or truncated records, or with one record replaced, the rows permute, truncate or
+    change the same way (see :func:`_row_changes`).
     """
     record_rvs = [r.rv for r in blocks.records]
-    rows = pt.constant(_CHECK_ROWS, dtype="int64")
-    drawn = quick_draw(
-        with_record_count(
-            record_rvs, [r.data for r in blocks.records], rows, [s.rv for s in blocks.sample_sizes]
-        ),
-        seed=1,
-    )
+    records = _check_records(blocks)
+    rows = records[0].shape[0]
     inputs = [rv.type() for rv in record_rvs]
     fn = quick_function(inputs, [clone_replace(statistic, dict(zip(record_rvs, inputs)))])
-    (full,) = fn(*drawn)
-    full = np.asarray(full)
-    if full.ndim == 0 or full.shape[0] != _CHECK_ROWS:
+    full = np.asarray(fn(*records)[0])
+    if full.ndim == 0 or full.shape[0] != rows:
         raise ValueError(
             f"{owner}: `statistic` must keep the leading record axis (one row per record); on "
-            f"{_CHECK_ROWS} records it has shape {full.shape}."
+            f"{rows} records it has shape {full.shape}."
         )
-    order = np.array([3, 0, 4, 1, 2])
-    permuted = np.asarray(fn(*[d[order] for d in drawn])[0])
-    truncated = np.asarray(fn(*[d[:2] for d in drawn])[0])
-    if not (
-        np.allclose(permuted, full[order], equal_nan=True)
-        and np.allclose(truncated, full[:2], equal_nan=True)
-    ):
-        raise ValueError(
-            f"{owner}: `statistic` is not record-additive: row i must depend on record i only "
-            "(no sums, means, sorting or centring across records inside the statistic)."
-        )
+    advice = (
+        "row i must depend on record i only (no sums, means, sorting, indexing or centring across "
+        "records inside the statistic; PrivatizedSum sums the rows itself)"
+    )
+    for what, changed, rows_from in _row_changes(records):
+        try:
+            value = np.asarray(fn(*changed)[0])
+        except Exception as error:  # noqa: BLE001 - any failure on fewer records is the finding
+            raise ValueError(
+                f"{owner}: `statistic` is not record-additive: {advice}. On records drawn from "
+                f"the model it fails when {what}: {str(error).splitlines()[0]}"
+            ) from None
+        if not _same_rows(value, full[rows_from]):
+            raise ValueError(
+                f"{owner}: `statistic` is not record-additive: {advice}. On {rows} records drawn "
+                f"from the model its rows did not follow the records when {what}."
+            )
     return full
+
+
+def _check_row_wise(
+    dist: TensorVariable, parents: list[RecordsSpec], blocks: ModelBlocks, model: pm.Model,
+    owner: str,
+) -> None:
+    """Refuse a record distribution in which a record's row depends on other rows of its parents.
+
+    With the parameters drawn from their priors and the parent records drawn from the model, the
+    log-density of each row of the new records is compared before and after one parent record
+    is replaced: only that record's row may change (``y | X`` may use row ``i`` of ``X`` for
+    ``y_i``, not a mean or a sort over the records of ``X``).
+    """
+    parent_rvs = [p.rv for p in parents]
+    record_rvs = [r.rv for r in blocks.records]
+    parameters = depends_on(dist, model.basic_RVs, blockers=record_rvs)
+    parameters = [p for p in parameters if p not in record_rvs]
+    parent_inputs = [rv.type() for rv in parent_rvs]
+    parameter_inputs = [rv.type() for rv in parameters]
+    conditional = clone_replace(
+        dist, {**dict(zip(parent_rvs, parent_inputs)), **dict(zip(parameters, parameter_inputs))}
+    )
+    value = conditional.type()
+    log_density = pm.logp(conditional, value, warn_rvs=False)
+    density = quick_function([*parent_inputs, *parameter_inputs, value], [log_density])
+    sampler = compile_pymc(
+        [*parent_inputs, *parameter_inputs], [conditional], random_seed=4, mode=QUICK_MODE,
+        on_unused_input="ignore",
+    )
+    # Parameters from their priors (a latent n at its starting value: it may have no draws).
+    fixed_n = {s.rv: pt.constant(s.initial, dtype=s.rv.dtype) for s in blocks.sample_sizes}
+    draw_parameters = (
+        compile_pymc([], clone_replace(parameters, fixed_n), random_seed=5, mode=QUICK_MODE)
+        if parameters else list
+    )
+    pool = _check_records(blocks)
+    parent_records = [pool[record_rvs.index(rv)] for rv in parent_rvs]
+    for _ in range(_CHECK_BATCHES):
+        theta = [np.asarray(v) for v in draw_parameters()]
+        values = np.asarray(sampler(*parent_records, *theta)[0])
+        base = np.asarray(density(*parent_records, *theta, values)[0])
+        for what, changed, rows_from in _row_changes(parent_records):
+            if "replaced" not in what:
+                continue
+            position = int(np.flatnonzero(rows_from != np.arange(rows_from.size))[0])
+            after = np.asarray(density(*changed, *theta, values)[0])
+            keep = np.arange(base.shape[0]) != position
+            if not _same_rows(after[keep], base[keep]):
+                moved = np.flatnonzero(
+                    ~np.isclose(after, base, rtol=1e-9, equal_nan=True).reshape(base.shape[0], -1)
+                    .all(axis=1)
+                )
+                moved = [int(i) for i in moved if i != position]
+                names = ", ".join(repr(p.name) for p in parents)
+                raise ValueError(
+                    f"{owner}: `dist` mixes rows of the records {names}: when {what} of {names}, "
+                    f"the distribution of other records changed too (rows {moved[:5]}). Record i "
+                    "may depend on row i of its parent records only: no means, sums, sorting or "
+                    "centring over the record axis (e.g. `X - X.mean()`); centre with a model "
+                    "parameter or a known constant instead."
+                )
 
 
 def SampleSize(
@@ -596,10 +1037,13 @@ def SampleSize(
     name : str
         Name of ``n`` in the model and the posterior. The release is registered as
         ``f"{name}_dp"``.
-    n_dp : int or float
-        The released noisy count (may be negative).
-    mechanism : Mechanism
-        Noise on the count. Use :class:`DiscreteLaplace` or :class:`DiscreteGaussian` (exact
+    n_dp : int, float or pm.Data
+        The released noisy count (may be negative; ``|n_dp| <= 2**53``). ``n`` starts at the
+        supported value closest to it, and the records of ``n`` (at most
+        :data:`MAX_RECORDS`) are drawn when :func:`Records` is called with this ``n``.
+    mechanism : Mechanism or opendp.mod.Measurement
+        Noise on the count (an OpenDP noise measurement is converted by
+        :func:`pymc_unbounded_dp.release.from_opendp`). Use :class:`DiscreteLaplace` or :class:`DiscreteGaussian` (exact
         mechanisms for counts); :class:`Laplace` is accepted for compatibility with the reference
         code, which released ``n`` with continuous Laplace noise.
     prior : TensorVariable, optional
@@ -626,17 +1070,10 @@ def SampleSize(
     owner = f"SampleSize({name!r})"
     model = modelcontext(model)
     name = _check_name(name, model, "SampleSize")
-    if not isinstance(mechanism, Mechanism):
-        raise TypeError(
-            f"{owner}: `mechanism` must be a pmdp mechanism such as "
-            f"pmdp.DiscreteLaplace(epsilon=0.5), got {mechanism!r}."
-        )
-    n_dp_value = float(_check_observed(n_dp, owner.replace("observed", "n_dp")))
-    if mechanism.discrete and n_dp_value != round(n_dp_value):
-        raise ValueError(
-            f"{owner}: `n_dp`={n_dp} must be an integer for {type(mechanism).__name__}; use the "
-            "count as released, or a continuous mechanism if it was released with one."
-        )
+    mechanism = as_mechanism(mechanism, owner, "pmdp.DiscreteLaplace(epsilon=0.5)")
+    n_dp_value = _check_n_dp(n_dp, mechanism, owner)
+    if not isinstance(n_dp, SharedVariable):  # a pm.Data container stays one (pm.set_data)
+        n_dp = np.asarray(n_dp_value, dtype=np.int64 if mechanism.discrete else np.float64)
     flat_prior = prior is None
     if flat_prior:
 
@@ -670,18 +1107,85 @@ def SampleSize(
     return rv
 
 
+def _check_n_dp(n_dp, mechanism: Mechanism, owner: str) -> float:
+    """The released count ``n_dp`` as a float, checked."""
+    value = _check_observed(n_dp, owner, "n_dp")
+    label = _label(n_dp, "n_dp")
+    if value.shape != ():
+        raise ValueError(
+            f"{owner}: {label} must be one number (the released count), got shape {value.shape}."
+        )
+    value = float(value)
+    if abs(value) > _MAX_N_DP:
+        raise ValueError(f"{owner}: {label}={value} is beyond +-2**53; check the released count.")
+    if mechanism.discrete and value != round(value):
+        raise ValueError(
+            f"{owner}: {label} must be an integer for {type(mechanism).__name__}, got {value}; "
+            "use the count as released, or a continuous mechanism if it was released with one."
+        )
+    return value
+
+
+#: Values of ``n`` around ``n_dp`` at which the prior's support is probed, on each side.
+_PROBE_WINDOW = 1000
+#: Draws from the prior added to the probes (they find a support far from ``n_dp``).
+_PROBE_DRAWS = 256
+
+
 def _initial_n(prior: TensorVariable, n_dp: float, owner: str) -> int:
-    """Check the prior's support and pick the supported ``n`` closest to ``n_dp``."""
-    top = int(max(2 * max(n_dp, 0.0), 1000.0)) + 1
-    candidates = np.concatenate([np.arange(-3, 0), np.arange(top)]).astype("int64")
-    (logp,) = quick_draw([pm.logp(prior, pt.as_tensor(candidates))])
-    logp = np.broadcast_to(logp, candidates.shape)
-    if np.any(np.isfinite(logp[:3])):
+    """Check the prior's support and pick the supported ``n`` closest to ``n_dp``.
+
+    The prior's log-density is evaluated at a few thousand values only (``n < 0``; a window
+    around ``n_dp`` and around 0; powers of two out to ``2**62`` on both sides of ``n_dp``; draws
+    from the prior where it has them), so a huge ``n_dp`` costs nothing. When the closest
+    supported probe is not next to ``n_dp``, the edge of the support between them is found by
+    bisection (the support is taken to be an interval, as for every discrete distribution in
+    PyMC; a gap in it could make the start further from ``n_dp`` than needed, which only costs
+    burn-in).
+    """
+    values = pt.vector("n", dtype="int64")
+    log_prior = compile_pymc([values], pm.logp(prior, values), random_seed=0, mode=QUICK_MODE)
+    try:
+        (drawn,) = quick_draw([change_dist_size(prior, new_size=(_PROBE_DRAWS,), expand=True)])
+    except (NotImplementedError, ValueError, TypeError):  # priors without random draws (flat)
+        drawn = np.zeros(0, dtype=np.int64)
+
+    def supported(points) -> np.ndarray:
+        points = np.asarray(points, dtype=np.int64)
+        return np.isfinite(np.broadcast_to(log_prior(points), points.shape))
+
+    if np.any(supported([-3, -2, -1])):
         raise ValueError(
             f"{owner}: `prior` gives positive probability to n < 0; use a distribution on "
             "n >= 0 (Poisson, NegativeBinomial, DiscreteUniform(lower >= 0), ...)."
         )
-    supported = candidates[3:][np.isfinite(logp[3:])]
-    if supported.size == 0:
-        raise ValueError(f"{owner}: `prior` has no support in 0..{top - 1}.")
-    return int(supported[np.argmin(np.abs(supported - math.floor(n_dp + 0.5)))])
+    target = math.floor(n_dp + 0.5)
+    centre = max(target, 0)
+    powers = 2 ** np.arange(63, dtype=np.uint64)
+    far = np.concatenate([centre + powers, centre - powers.astype(np.float64)])
+    far = far[(far >= 0) & (far < 2**62)].astype(np.int64)
+    probes = np.unique(
+        np.concatenate([
+            np.arange(max(centre - _PROBE_WINDOW, 0), centre + _PROBE_WINDOW + 1),
+            np.arange(_PROBE_WINDOW + 1),
+            far,
+            np.asarray(drawn, dtype=np.int64).reshape(-1),
+        ])
+    )
+    ok = supported(probes)
+    if not ok.any():
+        raise ValueError(
+            f"{owner}: `prior` gives no probability to any n probed from 0 to 2**62; use a "
+            "discrete distribution on n >= 0."
+        )
+    best = int(probes[ok][np.argmin(np.abs(probes[ok] - target))])
+    if best != centre:
+        # Bisect between ``best`` and the probe next to it on the side of ``n_dp`` (unsupported).
+        step = 1 if centre > best else -1
+        position = int(np.searchsorted(probes, best)) + step
+        inside, outside = best, int(probes[position])
+        while abs(outside - inside) > 1:
+            middle = (inside + outside) // 2
+            inside, outside = (middle, outside) if supported([middle])[0] else (inside, middle)
+        best = inside
+    return best

@@ -106,7 +106,7 @@ def sample(
         isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
     ):
         raise ValueError(f"`blas_threads` must be a positive integer or None, got {blas_threads!r}.")
-    _check_draws(draws, tune)
+    _check_draws(draws, tune, chains, cores)
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in _STEP_NAMES}
     if "target_accept" in kwargs:  # as pm.sample: an option of NUTS
         step_kwargs.setdefault("nuts", {}).setdefault("target_accept", kwargs.pop("target_accept"))
@@ -139,10 +139,16 @@ def sample(
     return _tidy(result, compiled, keep_records)
 
 
-def _check_draws(draws, tune) -> None:
-    for name, value in (("draws", draws), ("tune", tune)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-            raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}.")
+def _check_draws(draws, tune, chains, cores) -> None:
+    """Refuse counts that ``pm.sample`` would take silently (``tune=-5`` runs 5 draws) or fail on
+    deep inside (``chains=0``)."""
+    counts = (("draws", draws, 0), ("tune", tune, 0), ("chains", chains, 1), ("cores", cores, 1))
+    for name, value, minimum in counts:
+        if value is None and name in ("chains", "cores"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+            kind = "a non-negative integer" if minimum == 0 else "a positive integer or None"
+            raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
 
 
 def _group(result, name: str) -> xr.Dataset | None:

@@ -30,6 +30,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp.blocks import (
+    check_releases,
     is_private_model_variable,
     observed_value,
     records_in_containers,
@@ -123,6 +124,8 @@ class RecordsStep(BlockedStep):
 
     # -- chain bookkeeping: PyMC 5 calls set_rng, PyMC 6 setup_chain, at the start of every chain
     def set_rng(self, rng) -> None:
+        # The releases may have been changed by pm.set_data since this step was built.
+        check_releases(self.compiled.model)
         self.rng = np.random.default_rng(rng)
         self._states = None
         self._iteration = 0

@@ -155,7 +155,8 @@ def test_dims_label_releases_and_kept_records():
     with pm.Model(coords={"part": ["care", "eating", "other"]}) as model:
         alpha = pm.Gamma("alpha", 2.0, 1.0, dims="part")
         x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=20, dims="part")
-        pmdp.PrivatizedSum("s", pt.log(pt.maximum(x, 0.01)), pmdp.Laplace(epsilon=1.0, sensitivity=5.0),
+        pmdp.PrivatizedSum("s", pt.log(pt.maximum(x, 0.01)),
+                           pmdp.Laplace(epsilon=1.0, sensitivity=-3 * np.log(0.01)),
                            observed=[-20.0, -30.0, -25.0], dims="part")
         with pytest.raises(ValueError, match="must name each of the 1 axes"):
             pmdp.PrivatizedSum("s2", x, pmdp.Laplace(epsilon=1.0), observed=[1.0, 2.0, 3.0],

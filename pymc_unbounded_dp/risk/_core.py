@@ -33,13 +33,17 @@ class Encoded(NamedTuple):
     dictionary: np.ndarray  # (N, m) codes of the dictionary, -1 where missing
 
 
-def encode(records: pd.DataFrame, dictionary: pd.DataFrame) -> Encoded:
+def encode(
+    records: pd.DataFrame, dictionary: pd.DataFrame, records_name: str = "records"
+) -> Encoded:
     """Encode the attributes shared by ``records`` and ``dictionary`` as integer codes.
 
     The ``m`` shared attributes are taken in the records' column order; equal
-    values get equal codes in both tables and missing values get -1.
+    values get equal codes in both tables and missing values get -1. An
+    attribute holding values of different kinds in the two (strings against
+    integers) is refused: it could never match.
     """
-    attributes = common_attributes(records, dictionary)
+    attributes = common_attributes(records, dictionary, records_name=records_name)
     n = len(records)
     record_codes = np.empty((n, len(attributes)), dtype=np.int64)
     dictionary_codes = np.empty((len(dictionary), len(attributes)), dtype=np.int64)
@@ -200,7 +204,7 @@ def consistent_counts(
     """
     released = check_records(released, "released")
     model = check_model(model)
-    encoded = encode(released, dictionary)
+    encoded = encode(released, dictionary, "released")
     counts = COUNTERS[model](encoded.records, encoded.dictionary)
     return pd.Series(counts, index=released.index, name="consistent")
 

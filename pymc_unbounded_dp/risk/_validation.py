@@ -133,8 +133,55 @@ def check_k_attributes(k: object, records: pd.DataFrame) -> int:
     return k
 
 
-def common_attributes(records: pd.DataFrame, dictionary: object, name: str = "dictionary") -> list:
-    """Attributes of ``records`` that the dictionary also holds (in the records' order)."""
+#: Kinds of values that can equal each other, by ``pandas.api.types.infer_dtype``.
+_VALUE_KINDS = {
+    "integer": "numbers", "floating": "numbers", "mixed-integer-float": "numbers",
+    "decimal": "numbers", "integer-na": "numbers", "complex": "numbers",
+    "string": "strings", "bytes": "bytes", "boolean": "booleans",
+    "datetime64": "dates", "datetime": "dates", "date": "dates",
+    "timedelta64": "durations", "timedelta": "durations", "time": "times", "period": "periods",
+}
+
+
+def _value_kind(column: pd.Series) -> str | None:
+    """What a column holds (``"numbers"``, ``"strings"``, ...); ``None`` if all missing or mixed."""
+    present = column.dropna()
+    if present.empty:
+        return None
+    if isinstance(present.dtype, pd.CategoricalDtype):
+        present = pd.Series(np.asarray(present, dtype=object))
+    return _VALUE_KINDS.get(pd.api.types.infer_dtype(present, skipna=True))
+
+
+def check_comparable(
+    records: pd.DataFrame, dictionary: pd.DataFrame, attributes: list, records_name: str,
+    name: str,
+) -> None:
+    """Refuse an attribute whose values in ``records`` and ``dictionary`` cannot be equal.
+
+    Strings never equal integers: the dictionary would match no record on that attribute, every
+    loss would be 0, and a risk-minimising rule would disclose the attribute everywhere.
+    """
+    for attribute in attributes:
+        ours, theirs = _value_kind(records[attribute]), _value_kind(dictionary[attribute])
+        if ours is not None and theirs is not None and ours != theirs:
+            raise TypeError(
+                f"attribute {attribute!r} holds {ours} in `{records_name}` (dtype "
+                f"{records[attribute].dtype}) but {theirs} in `{name}` (dtype "
+                f"{dictionary[attribute].dtype}): no entry of `{name}` could match a record on "
+                "it, so every risk would be 0 and a rule minimising risk would disclose it for "
+                f"every record. Convert one column to the other's type, e.g. "
+                f"`{name}[{attribute!r}] = {name}[{attribute!r}].astype("
+                f"{records_name}[{attribute!r}].dtype)`"
+            )
+
+
+def common_attributes(
+    records: pd.DataFrame, dictionary: object, name: str = "dictionary",
+    records_name: str = "records",
+) -> list:
+    """Attributes of ``records`` that the dictionary also holds (in the records' order), checked
+    to hold values of the same kind in both (:func:`check_comparable`)."""
     if not isinstance(dictionary, pd.DataFrame):
         raise TypeError(
             f"`{name}` must be a pandas DataFrame (one row per known identity, one column per "
@@ -151,6 +198,7 @@ def common_attributes(records: pd.DataFrame, dictionary: object, name: str = "di
             f"entry would be consistent with every record; name the columns of `{name}` "
             "after the attributes of the records"
         )
+    check_comparable(records, dictionary, common, records_name, name)
     return common
 
 
