@@ -53,6 +53,12 @@ def assert_centred_variance_matches(samples: np.ndarray, mean: float, var: float
     assert_mean_matches((samples - mean) ** 2, var, f"{label} centred variance", var_se)
 
 
+def assert_mean_and_spread_match(samples: np.ndarray, mean: float, var: float, label: str) -> None:
+    """The mean and the centred variance of ``(chain, draw)`` samples against exact values."""
+    assert_mean_matches(samples, mean, f"{label} mean")
+    assert_centred_variance_matches(samples, mean, var, label)
+
+
 def assert_cdf_matches(samples: np.ndarray, values: np.ndarray, pmf: np.ndarray, label: str,
                        probs=(0.25, 0.5, 0.75), cdf_se: np.ndarray | None = None) -> None:
     """Check ``P(x <= q)`` at the exact ``probs``-quantiles ``q`` of a discrete law (``values``,

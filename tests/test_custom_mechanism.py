@@ -4,13 +4,12 @@ and exact posteriors through ``pmdp.sample``."""
 
 import math
 
-import arviz as az
 import numba as nb
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from mcmc_checks import Z_LIMIT, draws_of
+from mcmc_checks import assert_mean_and_spread_match, draws_of
 from oracles import bernoulli_posterior
 from scipy import integrate, stats
 
@@ -45,10 +44,15 @@ def truncated_numba(e):
 
 
 def truncated(compiled: bool = True, **kwargs) -> pmdp.CustomMechanism:
-    options = {"logp": truncated_logp, "simulate": truncated_simulate,
-               "privacy": {"epsilon": 1.0, "delta": 0.01}, "sensitivity": 1.0, "norm": "l1",
-               "name": "truncated Laplace",
-               "numba_logp": truncated_numba if compiled else None}
+    options = {
+        "logp": truncated_logp,
+        "simulate": truncated_simulate,
+        "privacy": {"epsilon": 1.0, "delta": 0.01},
+        "sensitivity": 1.0,
+        "norm": "l1",
+        "name": "truncated Laplace",
+        "numba_logp": truncated_numba if compiled else None,
+    }
     return pmdp.CustomMechanism(**{**options, **kwargs})
 
 
@@ -75,8 +79,10 @@ def test_density_is_normalised_and_the_simulator_matches_its_cdf():
     assert total == pytest.approx(1.0, abs=1e-10)
     draws = mechanism.simulate(2000, random_seed=1)
     assert stats.kstest(draws, truncated_cdf).pvalue > 1e-3
-    assert stats.kstest(pmdp.Laplace(scale=B).simulate(2000, random_seed=1),
-                        truncated_cdf).pvalue < 1e-3  # power: the untruncated law is told apart
+    assert (
+        stats.kstest(pmdp.Laplace(scale=B).simulate(2000, random_seed=1), truncated_cdf).pvalue
+        < 1e-3
+    )  # power: the untruncated law is told apart
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["numba", "python"])
@@ -98,23 +104,30 @@ def test_log_density_is_the_same_in_numpy_pytensor_and_the_kernels(compiled):
 def test_several_mechanisms_side_by_side_in_the_kernels(compiled):
     """Two user-defined mechanisms (one used twice) next to built-in ones: each coordinate gets
     its own density."""
+
     @nb.njit
     def gaussian_numba(e):
         return -0.5 * e * e - 0.5 * math.log(2 * math.pi)
 
     gaussian = pmdp.CustomMechanism(
-        lambda e: -0.5 * e**2 - 0.5 * np.log(2 * np.pi), lambda rng, size: rng.normal(size=size),
-        privacy={"rho": 0.5}, numba_logp=gaussian_numba if compiled else None,
+        lambda e: -0.5 * e**2 - 0.5 * np.log(2 * np.pi),
+        lambda rng, size: rng.normal(size=size),
+        privacy={"rho": 0.5},
+        numba_logp=gaussian_numba if compiled else None,
     )
     first = truncated(compiled)
     mechanisms = [pmdp.Laplace(scale=1.5), first, gaussian, pmdp.Tulap(scale=1.0), first]
     noise = NoiseArrays.of(mechanisms, [1, 2, 1, 1, 1])
     x = np.array([0.4, -2.0, 6.0, 1.7, 2.6, -4.2])
-    expected = np.concatenate([
-        mechanisms[0].logpdf(x[:1]), TruncatedLaplaceOracle.logpdf(x[1:3]),
-        [-0.5 * x[3] ** 2 - 0.5 * math.log(2 * math.pi)], mechanisms[3].logpdf(x[4:5]),
-        TruncatedLaplaceOracle.logpdf(x[5:]),
-    ])
+    expected = np.concatenate(
+        [
+            mechanisms[0].logpdf(x[:1]),
+            TruncatedLaplaceOracle.logpdf(x[1:3]),
+            [-0.5 * x[3] ** 2 - 0.5 * math.log(2 * math.pi)],
+            mechanisms[3].logpdf(x[4:5]),
+            TruncatedLaplaceOracle.logpdf(x[5:]),
+        ]
+    )
     out = np.empty(x.size)
     residual_log_density(x, out, *noise.per_coordinate)
     np.testing.assert_allclose(out, expected, rtol=1e-14)
@@ -125,9 +138,11 @@ def test_an_exception_in_a_python_log_density_stops_the_kernel():
         raise ZeroDivisionError("user code failed")
 
     target = RecordTarget(
-        released=np.array([1.0]), propose=lambda m: ([np.zeros(m)], np.zeros((m, 1))),
+        released=np.array([1.0]),
+        propose=lambda m: ([np.zeros(m)], np.zeros((m, 1))),
         noise=NoiseArrays.of([pmdp.Laplace(scale=1.0)], [1])._replace(
-            shape_code=np.array([3]), laplace_only=False,
+            shape_code=np.array([3]),
+            laplace_only=False,
             custom=custom_log_density([ScalarLogDensity(None, failing)]),
         ),
     )
@@ -203,18 +218,14 @@ def test_bad_input_names_the_argument(build, error, argument):
 # --------------------------------------------------------------------------------------------------
 # exact posteriors through pmdp.sample
 # --------------------------------------------------------------------------------------------------
-SAMPLE = {"draws": 2000, "tune": 500, "chains": 2, "cores": 1, "progressbar": False,
-          "compute_convergence_checks": False}
-
-
-def assert_matches(draws: np.ndarray, mean: float, var: float, label: str) -> None:
-    """Mean and centred variance of ``(chain, draw)`` draws within ``Z_LIMIT`` Monte Carlo
-    standard errors (ArviZ's ESS for the mean)."""
-    for what, values, exact in ((f"{label} mean", draws, mean),
-                                (f"{label} centred variance", (draws - mean) ** 2, var)):
-        se = float(values.std()) / math.sqrt(float(az.ess(values, method="mean")))
-        z = (float(values.mean()) - exact) / se
-        assert abs(z) < Z_LIMIT, f"{what}: {values.mean():.5f} vs exact {exact:.5f} (z = {z:.1f})"
+SAMPLE = {
+    "draws": 2000,
+    "tune": 500,
+    "chains": 2,
+    "cores": 1,
+    "progressbar": False,
+    "compute_convergence_checks": False,
+}
 
 
 def bernoulli_model(mechanism, observed, n=30):
@@ -238,7 +249,7 @@ def test_truncated_laplace_release_matches_enumeration(interweave):
         draws[compiled] = draws_of(idata, "theta")
     np.testing.assert_array_equal(draws[True], draws[False])
     exact = bernoulli_posterior(4.6, TruncatedLaplaceOracle, 2.0, 3.0, n=30)
-    assert_matches(draws[True], exact["theta_mean"], exact["theta_var"], "theta")
+    assert_mean_and_spread_match(draws[True], exact["theta_mean"], exact["theta_var"], "theta")
 
 
 def test_unbounded_with_truncated_laplace_sum_and_count_matches_enumeration():
@@ -249,9 +260,18 @@ def test_unbounded_with_truncated_laplace_sum_and_count_matches_enumeration():
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
         pmdp.PrivatizedSum("s", x, truncated(), observed=4.6)
     idata = pmdp.sample(model=model, random_seed=2, **SAMPLE)
-    exact = bernoulli_posterior(4.6, TruncatedLaplaceOracle, 2.0, 3.0, n_dp=30.5,
-                                n_mechanism=TruncatedLaplaceOracle, n_max=60)
+    exact = bernoulli_posterior(
+        4.6,
+        TruncatedLaplaceOracle,
+        2.0,
+        3.0,
+        n_dp=30.5,
+        n_mechanism=TruncatedLaplaceOracle,
+        n_max=60,
+    )
     n_draws = draws_of(idata, "n")
     assert 26 <= n_draws.min() and n_draws.max() <= 35  # |n_dp - n| <= C
-    assert_matches(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
-    assert_matches(n_draws, exact["n_mean"], exact["n_var"], "n")
+    assert_mean_and_spread_match(
+        draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta"
+    )
+    assert_mean_and_spread_match(n_draws, exact["n_mean"], exact["n_var"], "n")
