@@ -126,12 +126,14 @@ def test_attributes_outside_the_dictionary_do_not_constrain(records, dictionary)
     assert risk.consistent_counts(released, partial).tolist() == [4, 4, 2, 1]
 
 
-def test_values_match_across_dtypes_but_not_across_types():
+def test_values_match_across_dtypes_and_types_are_refused():
     released = pd.DataFrame({"age": [30, 41]}, index=["a", "b"])
     as_float = pd.DataFrame({"age": [30.0, 30.0, 41.0]})
     as_text = pd.DataFrame({"age": ["30", "41"]})
     assert risk.consistent_counts(released, as_float).tolist() == [2, 1]
-    assert risk.consistent_counts(released, as_text).tolist() == [0, 0]
+    # numbers against strings never match: refused rather than a silent risk of 0
+    with pytest.raises(TypeError, match=r"attribute 'age' holds numbers in `released`"):
+        risk.consistent_counts(released, as_text)
 
 
 def test_rule_is_matched_to_records_by_label(records, dictionary):
