@@ -9,6 +9,12 @@ from scipy import stats
 #: tests, a correct sampler passes each check with probability about 0.9999.
 Z_LIMIT = 4.0
 
+#: ``pmdp.sample`` settings of the small exact-posterior checks (one process: fast to start).
+EXACT_POSTERIOR_SAMPLING = {
+    "draws": 2000, "tune": 500, "chains": 2, "cores": 1, "progressbar": False,
+    "compute_convergence_checks": False,
+}
+
 
 def draws_of(idata, name: str) -> np.ndarray:
     """Posterior draws of ``name`` as ``(chain, draw, ...)`` for InferenceData or DataTree."""

@@ -9,6 +9,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from mcmc_checks import EXACT_POSTERIOR_SAMPLING as SAMPLE
 from mcmc_checks import assert_mean_and_spread_match, draws_of
 from oracles import bernoulli_posterior
 from scipy import integrate, stats
@@ -218,14 +219,6 @@ def test_bad_input_names_the_argument(build, error, argument):
 # --------------------------------------------------------------------------------------------------
 # exact posteriors through pmdp.sample
 # --------------------------------------------------------------------------------------------------
-SAMPLE = {
-    "draws": 2000,
-    "tune": 500,
-    "chains": 2,
-    "cores": 1,
-    "progressbar": False,
-    "compute_convergence_checks": False,
-}
 
 
 def bernoulli_model(mechanism, observed, n=30):

@@ -9,6 +9,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from mcmc_checks import EXACT_POSTERIOR_SAMPLING as SAMPLE
 from mcmc_checks import assert_mean_and_spread_match, draws_of
 from oracles import bernoulli_posterior
 from scipy import integrate, stats
@@ -214,14 +215,6 @@ def test_refresh_and_birth_accept_by_the_exact_tulap_ratio(accept):
 # --------------------------------------------------------------------------------------------------
 # exact posteriors through pmdp.sample
 # --------------------------------------------------------------------------------------------------
-SAMPLE = {
-    "draws": 2000,
-    "tune": 500,
-    "chains": 2,
-    "cores": 1,
-    "progressbar": False,
-    "compute_convergence_checks": False,
-}
 
 
 @pytest.mark.parametrize("interweave", [True, False], ids=["interweave", "data-augmentation"])
