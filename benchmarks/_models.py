@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pymc as pm
+import r_port as ref
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import _reference as ref
 from pymc_unbounded_dp.examples import atus as _atus
 from pymc_unbounded_dp.examples import regression as _regression
 from pymc_unbounded_dp.examples.atus import atus_gibbs_step as atus_conjugate_step
@@ -28,14 +28,14 @@ __all__ = [
 # linear regression (DESIGN §7)
 # --------------------------------------------------------------------------------------------------
 def regression_release(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 1):
-    """A simulated release of the §7 data, as the reference sampler's ``RegressionRelease``."""
-    release, truth = ref.simulate_regression_release(
+    """A simulated release of the §7 data, as the reference sampler's ``ReferenceRelease``."""
+    release, truth = ref.simulate_reference_release(
         n=n, epsilon_s=epsilon_s, epsilon_n=epsilon_n, random_seed=seed
     )
     return release, truth
 
 
-def regression_model(release: ref.RegressionRelease, bounded_n: int | None = None) -> pm.Model:
+def regression_model(release: ref.ReferenceRelease, bounded_n: int | None = None) -> pm.Model:
     """The §7 model of ``release`` (unbounded DP unless ``bounded_n`` is given)."""
     example = _regression.RegressionRelease(
         values=np.asarray(release.s_dp, dtype=float), n_dp=int(release.n_dp),

@@ -34,10 +34,10 @@ import time
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+import r_port as ref
 from _util import Row, ess
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import _reference as ref
 from pymc_unbounded_dp.examples import atus as atus_example
 from pymc_unbounded_dp.examples import regression as regression_example
 
@@ -58,8 +58,8 @@ def _has_interweave() -> bool:
 # --------------------------------------------------------------------------------------------------
 def regression_release(seed: int = 1):
     """The §7 release (N = 1000, epsilon_s = 1, epsilon_n = 0.5), in both release formats."""
-    release, _ = ref.simulate_regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5,
-                                                 random_seed=seed)
+    release, _ = ref.simulate_reference_release(n=1000, epsilon_s=1.0, epsilon_n=0.5,
+                                                random_seed=seed)
     example = regression_example.RegressionRelease(
         values=np.asarray(release.s_dp, dtype=float), n_dp=int(release.n_dp),
         epsilon_s=release.epsilon_s, epsilon_n=release.epsilon_n, n=-1,

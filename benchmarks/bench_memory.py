@@ -93,5 +93,5 @@ def run(quick: bool) -> tuple[list[Row], dict]:
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "--child":
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(HERE.parent / "reference")]  # _models imports r_port
     _child(int(sys.argv[2]), int(sys.argv[3]))

@@ -4,7 +4,7 @@ paper's algorithm) on the same releases, in the same run.
 
 Two releases at ``epsilon_n = 1``: data seed 1 with release seed 2 (docs/mcem.md's example, whose
 likelihood has its supremum at ``tau -> inf``) and the first data set of the Table 2 study
-(``pymc_unbounded_dp.examples.mle_study``, an interior optimum). Reported per fit: wall and CPU
+(``pymc_unbounded_dp.examples.study.MLEStudy``, an interior optimum). Reported per fit: wall and CPU
 seconds, how it ended, the method, the fraction of missing information, ``beta`` and ``tau`` with
 standard errors and Monte Carlo errors.
 """
@@ -17,16 +17,16 @@ import numpy as np
 from _util import Row, timed
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.examples import mle_study, regression
+from pymc_unbounded_dp.examples import regression
+from pymc_unbounded_dp.examples.study import MLEStudy, fit_seed
 
 
 def _releases():
     data = regression.simulate_regression(n=1000, seed=1)
     yield "seed 1/2 (boundary)", regression.privatize_regression(data, 1.0, 1.0, seed=2)
-    config = mle_study.MLEStudyConfig()
-    data = regression.simulate_regression(1000, seed=np.random.SeedSequence([config.seed, 0, 0]))
-    release = regression.privatize_regression(
-        data, 1.0, 1.0, seed=np.random.SeedSequence([config.seed, 1, 0]))
+    seed = MLEStudy().seed
+    data = regression.simulate_regression(1000, seed=fit_seed(seed, 0, 0))
+    release = regression.privatize_regression(data, 1.0, 1.0, seed=fit_seed(seed, 1, 0))
     yield "Table 2 data set 0", release
 
 

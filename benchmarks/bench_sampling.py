@@ -14,12 +14,12 @@ import pstats
 import time
 
 import numpy as np
+import r_port as ref
 from _models import atus_model, regression_model, regression_release
 from _util import Row, best_time, ess, sampling_seconds, timed
 from bench_kernels import sweeper
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import _reference as ref
 from pymc_unbounded_dp._compile import compile_model
 
 REGRESSION = "Regression, N = 1000, unbounded, epsilon_s = 1, epsilon_n = 0.5"

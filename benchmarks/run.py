@@ -3,7 +3,7 @@
 Sections (``--only`` picks some, comma-separated):
 
 * ``regression``: the §7 regression (N = 1000, unbounded DP) with ``pmdp.sample`` and with the
-  NumPy reference sampler (``pymc_unbounded_dp._reference``), same process: seconds per 1,000
+  NumPy reference sampler (``reference/r_port.py``, not installed), same process: seconds per 1,000
   iterations and effective samples per second for beta, tau and n;
 * ``profile``: where ``pmdp.sample``'s time goes on that model (cProfile);
 * ``kernels``: record updates per second of the compiled refresh, scalar and 9-dim statistic,
@@ -37,7 +37,8 @@ import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# the benchmark helpers, and the reference sampler (reference/r_port.py, outside the package)
+sys.path[:0] = [str(HERE), str(HERE.parent / "reference")]
 
 SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle")
 

@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from pymc_unbounded_dp import cli
-from pymc_unbounded_dp.examples import atus, studies
+from pymc_unbounded_dp.examples import atus
 
 TINY = ["--draws", "20", "--tune", "20", "--chains", "1", "--no-progress"]
 
@@ -36,7 +36,9 @@ def run(capsys, *argv):
         (["reproduce", "atus", "--epsilon-n", "0.1,x"], "--epsilon-n"),
         (["reproduce", "regression", "--epsilon-n", "1,inf"], "--epsilon-n"),
         (["reproduce", "mcem", "--draws", "100"], "--draws"),
-        (["reproduce", "mcem", "--epsilon-s", "1"], "--epsilon-s"),
+        (["reproduce", "mcem", "--epsilon-s", "1,2"], "--epsilon-s"),
+        (["reproduce", "atus", "--records", "10"], "--records"),
+        (["reproduce", "regression", "--sampler", "hmc"], "--sampler"),
         (["reproduce", "mcem", "--workers", "0"], "--workers"),
         (["frobnicate"], "frobnicate"),
     ],
@@ -112,64 +114,58 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
         assert posterior.sizes["draw"] == 20
 
 
-# -- reproduce: tiny grids, resume ----------------------------------------------------------------
-
+# -- reproduce: tiny grids on a local Dask cluster, resume ----------------------------------------
 
 REGRESSION = ["reproduce", "regression", "--epsilon-s", "1", "--epsilon-n", "0.5,10",
-              "--replicates", "1", "--no-mcem", *TINY]
+              "--replicates", "1", "--records", "200", "--workers", "2", *TINY]
 
 
-def test_reproduce_resumes_after_an_interruption(capsys, tmp_path, monkeypatch):
+def pmdp(*argv, timeout=600):
+    """The console command in a subprocess (the Dask cluster lives and dies with it)."""
+    return subprocess.run([sys.executable, "-m", "pymc_unbounded_dp.cli", *argv],
+                          capture_output=True, text=True, check=False, timeout=timeout)
+
+
+def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
     out_dir = tmp_path / "rep"
-    calls = []
-    original = studies.run_cell
-
-    def interrupted(cell, config, data=None, progressbar=False):
-        calls.append(cell.key)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return original(cell, config, data, progressbar)
-
-    monkeypatch.setattr(studies, "run_cell", interrupted)
-    code, _, err = run(capsys, *REGRESSION, "--out", str(out_dir))
-    assert code == 130 and "resume" in err
-    finished = sorted(p.name for p in (out_dir / "cells").glob("*.json"))
-    assert finished == ["regression_r000_es1_bounded.json"]
-
-    calls.clear()
-    monkeypatch.setattr(studies, "run_cell", lambda *a, **k: calls.append(a[0].key) or original(*a, **k))
-    code, out, err = run(capsys, *REGRESSION, "--out", str(out_dir))
-    assert code == 0, err
-    assert calls == ["regression_r000_es1_unbounded_en0.5", "regression_r000_es1_unbounded_en10"]
-    assert "resuming: 1 of 3" in out
-    assert len(list((out_dir / "cells").glob("*.json"))) == 3
-    for name in ["regression_cells.csv", "regression_summary.csv", "regression_summary.md",
-                 "figures/regression_study.png"]:
+    result = pmdp(*REGRESSION, "--out", str(out_dir))
+    assert result.returncode == 0, result.stderr
+    fits = sorted(p.name for p in (out_dir / "fits").glob("*.json"))
+    assert fits == ["regression_r000_es1_bounded.json", "regression_r000_es1_unbounded_en0.5.json",
+                    "regression_r000_es1_unbounded_en10.json"]
+    for name in ["regression_fits.csv", "regression_summary.md", "figures/coverage.png",
+                 "study.json"]:
         assert (out_dir / name).is_file(), name
-    table = pd.read_csv(out_dir / "regression_summary.csv")
-    assert list(table["variant"]) == ["bounded", "unbounded", "unbounded"]
-    assert "| 1 | unbounded | 0.5 | 1 |" in (out_dir / "regression_summary.md").read_text()
-    record = json.loads((out_dir / "cells" / "regression_r000_es1_unbounded_en0.5.json").read_text())
-    assert record["n_true"] == 1000 and len(record["released"]) == 9
-    assert {"beta[1]", "tau", "n"} <= set(record["posterior"]) and len(record["draws"]["n"]) == 20
+    summary = (out_dir / "regression_summary.md").read_text()
+    assert "coverage of 95% intervals" in summary and "| unbounded | 0.5 " in summary
+    record = json.loads((out_dir / "fits" / "regression_r000_es1_unbounded_en0.5.json").read_text())
+    assert record["n_true"] == 200 and len(record["released"]) == 9 and record["draws"] == [1, 20]
+    assert set(record["posterior"]) == {"beta[0]", "beta[1]", "beta[2]", "tau", "n"}
+    assert record["posterior"]["tau"]["true"] == 1.0 and record["posterior"]["n"]["true"] == 200
+    before = {p.name: p.read_bytes() for p in (out_dir / "fits").glob("*.json")}
 
-    # a finished grid reruns nothing; other settings in the same folder are refused
-    calls.clear()
-    assert run(capsys, *REGRESSION, "--out", str(out_dir))[0] == 0 and calls == []
-    code, _, err = run(capsys, *REGRESSION[:-8], "--draws", "21", *TINY[2:], "--out", str(out_dir))
-    assert code == 2 and "--out" in err and "draws=20" in err
+    # a finished grid reruns nothing; a larger grid runs only the new fits
+    result = pmdp(*REGRESSION, "--out", str(out_dir))
+    assert result.returncode == 0 and "3 already in" in result.stdout and "0 to run" in result.stdout
+    result = pmdp(*REGRESSION, "--replicates", "2", "--out", str(out_dir))
+    assert "3 already in" in result.stdout and "3 to run" in result.stdout, result.stderr
+    after = {p.name: p.read_bytes() for p in (out_dir / "fits").glob("*.json")}
+    assert len(after) == 6 and all(after[name] == data for name, data in before.items())
+
+    # other settings in the same folder are refused, naming the option
+    code_err = pmdp(*REGRESSION, "--draws", "21", "--out", str(out_dir))
+    assert code_err.returncode == 2 and "--out" in code_err.stderr and "draws=20" in code_err.stderr
+    report = pmdp(*REGRESSION, "--report-only", "--out", str(out_dir))
+    assert report.returncode == 0 and "3 of 3 fits finished" in report.stdout
 
 
-def test_reproduce_atus_falls_back_to_the_simulated_stand_in(capsys, tmp_path, monkeypatch):
-    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
-    monkeypatch.setattr(atus, "default_atus_dir", lambda: None)
+def test_reproduce_atus_reads_the_packaged_data_and_simulates_only_on_request(tmp_path):
     out_dir = tmp_path / "atus"
-    code, out, err = run(capsys, "reproduce", "atus", "--epsilon-s", "10", "--epsilon-n", "1",
-                         "--replicates", "1", *TINY, "--out", str(out_dir))
-    assert code == 0, err
-    assert "SIMULATED" in out
-    for name in ["atus_summary.md", "atus_summary.csv", "figures/atus_alpha1_density.png",
-                 "figures/atus_n_boxplots.png", "figures/atus_alpha_sd.png"]:
-        assert (out_dir / name).is_file(), name
-    record = json.loads(next((out_dir / "cells").glob("*unbounded*.json")).read_text())
-    assert record["settings"]["data"] == "simulated" and record["n_true"] == 6656
+    common = ["reproduce", "atus", "--epsilon-s", "10", "--epsilon-n", "1", "--replicates", "1",
+              "--workers", "1", *TINY]
+    result = pmdp(*common, "--out", str(out_dir))
+    assert result.returncode == 0, result.stderr
+    record = json.loads(next((out_dir / "fits").glob("*unbounded*.json")).read_text())
+    assert record["settings"]["data"] is None and record["n_true"] == atus.ATUS_N
+    assert "alpha[2]" in record["posterior"] and "posterior SDs" in (
+        out_dir / "atus_summary.md").read_text()

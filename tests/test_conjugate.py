@@ -7,12 +7,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+import r_port as ref
 from mcmc_checks import assert_moments_match, draws_of
 from oracles import bernoulli_posterior
 from scipy import stats
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import _reference as ref
 from pymc_unbounded_dp import conjugate
 
 SAMPLE = {"draws": 2000, "tune": 200, "chains": 2, "cores": 1, "progressbar": False,
@@ -225,8 +225,8 @@ def regression_update(rng, records, values):
 
 @pytest.mark.slow
 def test_regression_gibbs_agrees_with_the_reference_sampler():
-    release, _ = ref.simulate_regression_release(n=200, epsilon_s=5.0, epsilon_n=0.5,
-                                                 random_seed=2024)
+    release, _ = ref.simulate_reference_release(n=200, epsilon_s=5.0, epsilon_n=0.5,
+                                                random_seed=2024)
     model = regression_model(release)
     names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
     step = conjugate.ConjugateGibbs([model[n] for n in names], regression_update, model=model)

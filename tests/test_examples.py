@@ -10,10 +10,16 @@ from pytensor.compile.mode import Mode
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.blocks import records_in_containers
-from pymc_unbounded_dp.examples import atus, regression, studies
-from pymc_unbounded_dp.examples.summary import flat_draws, posterior_summary
+from pymc_unbounded_dp.examples import atus, regression
+from pymc_unbounded_dp.examples.study import posterior_table, suggested_n_moves
 
-ATUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "atus2019"
+# The source CSVs of the packaged ATUS data (sha256 of each uncompressed file, as in the packaged
+# README.md), and the folder they were taken from where this checkout has it beside it.
+ATUS_SHA256 = {
+    "female": "fdc8210cb3e02dc37ad334278a883f0de29ce60fe7cfbdf53775e10ea080d112",
+    "male": "c65e9927c8dae0cbd525f341a21c965e3ae4a19974a9a968aa65fa3150c138e8",
+}
+ATUS_SOURCE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "atus2019"
 
 
 def _clamped_statistics(x, y):
@@ -127,7 +133,7 @@ def test_bartlett_prior_is_wishart_and_records_are_bivariate_normal():
 
 
 def _check_regression_fit(idata, truth, n_true=None):
-    summary = posterior_summary(idata, ["beta", "tau", "mu"] + (["n"] if n_true else []))
+    summary = posterior_table(idata, ["beta", "tau", "mu"] + (["n"] if n_true else []))
     for label in ["beta[0]", "beta[1]", "beta[2]"]:
         assert abs(summary.loc[label, "mean"] - truth[label]) < 1.5, summary
     assert 0.2 < summary.loc["tau", "mean"] < 5
@@ -162,31 +168,63 @@ def test_short_regression_fit_with_conjugate_updates(release):
 # -- ATUS ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not ATUS_DIR.is_dir(), reason="ATUS data not available")
-def test_atus_loads_the_real_data():
-    data = atus.load_atus(ATUS_DIR)
+def test_atus_loads_the_packaged_data(monkeypatch):
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    data = atus.load_atus()
     assert data.n == atus.ATUS_N == 6656 and data.x.shape == (6656, 3) and not data.simulated
+    assert "packaged" in data.source
     np.testing.assert_allclose(data.x.sum(axis=1), 1.0, atol=1e-9)
     assert data.x.min() >= atus.MIN_SHARE * (1 - 1e-9)
     np.testing.assert_allclose(atus.dirichlet_mle(data.x), atus.MLE_ALPHA, rtol=0.01)
+    by_sex = atus.load_atus_by_sex()
+    assert {sex: d.n for sex, d in by_sex.items()} == atus.ATUS_N_BY_SEX
+    np.testing.assert_array_equal(np.concatenate([by_sex["female"].x, by_sex["male"].x]), data.x)
+
+
+def test_packaged_atus_data_are_the_source_csvs_bit_for_bit(tmp_path, monkeypatch):
+    """The packaged files decompress to the source CSVs (their sha256), and reading them from a
+    folder gives exactly the packaged shares."""
+    import gzip
+    import hashlib
+
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    for sex, resource in atus.packaged_atus_files().items():
+        raw = gzip.decompress(resource.read_bytes())
+        assert hashlib.sha256(raw).hexdigest() == ATUS_SHA256[sex], sex
+        (tmp_path / f"{sex}.csv").write_bytes(raw)
+    packaged, from_folder = atus.load_atus(), atus.load_atus(tmp_path)
+    assert from_folder.source == str(tmp_path) and not from_folder.simulated
+    np.testing.assert_array_equal(from_folder.x, packaged.x)
+    monkeypatch.setenv(atus.ATUS_ENV, str(tmp_path))
+    np.testing.assert_array_equal(atus.load_atus().x, packaged.x)
+    if ATUS_SOURCE_DIR.is_dir():  # the source folder itself, where this checkout has it
+        np.testing.assert_array_equal(atus.load_atus(ATUS_SOURCE_DIR).x, packaged.x)
 
 
 def test_atus_path_resolution(tmp_path, monkeypatch):
     monkeypatch.delenv(atus.ATUS_ENV, raising=False)
-    with pytest.raises(FileNotFoundError, match="female.csv"):
+    assert atus.resolve_atus_dir() is None  # the packaged data
+    # a folder given that lacks the files: a clear error naming the folder and the files
+    (tmp_path / "female.csv").write_text("")
+    with pytest.raises(FileNotFoundError, match="male.csv") as error:
         atus.load_atus(tmp_path)
+    assert str(tmp_path) in str(error.value) and "female.csv and male.csv" in str(error.value)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        atus.load_atus(tmp_path / "nowhere")
+    # the environment variable is read when no path is given, and checked the same way
     monkeypatch.setenv(atus.ATUS_ENV, str(tmp_path / "nowhere"))
-    assert atus.default_atus_dir() == tmp_path / "nowhere"
-    with pytest.raises(FileNotFoundError, match=atus.ATUS_ENV):
+    (tmp_path / "male.csv").write_text("")
+    assert atus.resolve_atus_dir(tmp_path) == tmp_path  # a path given wins over the variable
+    with pytest.raises(FileNotFoundError, match=atus.ATUS_ENV) as error:
         atus.load_atus()
-    monkeypatch.delenv(atus.ATUS_ENV)
-    monkeypatch.setattr(atus, "default_atus_dir", lambda: None)
-    stand_in = atus.load_atus()
+    assert str(tmp_path / "nowhere") in str(error.value)
+    with pytest.raises(FileNotFoundError, match=atus.ATUS_ENV):
+        atus.load_atus_by_sex()
+    # no silent fallback: the simulated stand-in only when asked for
+    stand_in = atus.simulate_atus(seed=2019)
     assert stand_in.simulated and stand_in.n == 6656 and "simulated" in stand_in.source
     np.testing.assert_allclose(stand_in.x.sum(axis=1), 1.0)
     np.testing.assert_allclose(atus.dirichlet_mle(stand_in.x), atus.MLE_ALPHA, rtol=0.08)
-    with pytest.raises(FileNotFoundError):
-        atus.load_atus(simulate_if_missing=False)
 
 
 def test_atus_release_sum_and_its_bounded_mean_form():
@@ -226,36 +264,20 @@ def test_atus_models_build_and_a_short_fit_is_sensible():
     with unbounded:
         idata = pmdp.sample(draws=300, tune=100, chains=1, random_seed=1, progressbar=False,
                             compute_convergence_checks=False, step=atus.atus_gibbs_step(unbounded))
-    draws = flat_draws(idata, ["alpha", "n"])
+    alpha = np.asarray(idata["posterior"]["alpha"].values).reshape(-1, 3)
     for j, true in enumerate(atus.MLE_ALPHA):
-        lo, hi = np.quantile(draws[f"alpha[{j}]"], [0.001, 0.999])
+        lo, hi = np.quantile(alpha[:, j], [0.001, 0.999])
         assert lo / 2 < true < hi * 2
-    assert abs(np.mean(draws["n"]) - 1000) < 10
+    assert abs(np.mean(idata["posterior"]["n"].values) - 1000) < 10
 
 
 # -- studies ---------------------------------------------------------------------------------------
 
 
-def test_study_grids():
-    full = studies.default_config("regression")
-    assert full.epsilon_s == (1.0, 0.1)
-    assert full.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
-    grid = studies.cells(full)
-    assert len(grid) == full.replicates * 2 * 7
-    assert sum(c.bounded for c in grid) == full.replicates * 2
-    assert len({c.key for c in grid}) == len(grid)
-    atus_grid = studies.default_config("atus")
-    assert atus_grid.epsilon_s == (1.0, 10.0) and atus_grid.epsilon_n == (0.01, 0.1, 1.0, 10.0)
-    quick = studies.default_config("atus", quick=True, replicates=2, epsilon_n=[0.5])
-    assert quick.replicates == 2 and quick.epsilon_n == (0.5,) and len(studies.cells(quick)) == 4
-    with pytest.raises(ValueError, match="unknown study"):
-        studies.default_config("nope")
-
-
 def test_suggested_n_moves_covers_the_plausible_range_of_n():
     rel = regression.RegressionRelease(values=np.zeros(9), n_dp=-5000, epsilon_s=1.0,
                                        epsilon_n=1e-4, n=1000)
-    assert studies.suggested_n_moves(rel) == 3000  # not 10 moves from n = 0
+    assert suggested_n_moves(rel) == 3000  # not 10 moves from n = 0
     rel = regression.RegressionRelease(values=np.zeros(9), n_dp=1003, epsilon_s=1.0,
                                        epsilon_n=1.0, n=1000)
-    assert studies.suggested_n_moves(rel) == 100
+    assert suggested_n_moves(rel) == 100

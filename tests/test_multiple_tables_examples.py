@@ -124,12 +124,8 @@ def test_load_atus_by_sex_matches_load_atus(tmp_path):
         atus.load_atus_by_sex(tmp_path / "nowhere")
 
 
-def test_load_atus_by_sex_simulated(monkeypatch):
-    monkeypatch.setattr(atus, "default_atus_dir", lambda: None)
-    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
-    by_sex = atus.load_atus_by_sex(seed=3)
+def test_simulate_atus_by_sex():
+    by_sex = atus.simulate_atus_by_sex(seed=3)
     assert {s: d.n for s, d in by_sex.items()} == atus.ATUS_N_BY_SEX
     assert all(d.simulated for d in by_sex.values())
     assert not np.array_equal(by_sex["female"].x[:5], by_sex["male"].x[:5])
-    with pytest.raises(FileNotFoundError, match="No ATUS data directory"):
-        atus.load_atus_by_sex(simulate_if_missing=False)

@@ -1,11 +1,11 @@
 """The plain NumPy reference sampler: its exact updates, and agreement with ``pmdp.sample``.
 
-The reference (``pymc_unbounded_dp._reference``) shares no code with the package's samplers: its
-parameter updates are exact conjugate draws, its record moves a Python loop. Its conditional
-updates are checked here against closed forms (the log posterior minus log prior minus log
-likelihood must be constant in the parameters), its birth/death moves against the exact posterior
-of ``n`` when the sums carry no information, and then it serves as an independent oracle for
-``pmdp.sample`` on the regression workload.
+The reference (``reference/r_port.py``, outside the package) shares no code with the package's
+samplers: its parameter updates are exact conjugate draws, its record moves a Python loop. Its
+conditional updates are checked here against closed forms (the log posterior minus log prior minus
+log likelihood must be constant in the parameters), its birth/death moves against the exact
+posterior of ``n`` when the sums carry no information, and then it serves as an independent oracle
+for ``pmdp.sample`` on the regression workload.
 """
 
 import math
@@ -13,9 +13,8 @@ import math
 import arviz as az
 import numpy as np
 import pytest
+import r_port as ref
 from scipy import stats
-
-from pymc_unbounded_dp import _reference as ref
 
 # A tiny fixed data set: five records (x1, x2, y).
 X = np.array([[0.5, -1.2], [1.7, 0.3], [-0.4, -0.8], [2.2, -2.5], [0.9, 0.1]])
@@ -35,19 +34,19 @@ def _assert_constant(values, label):
 def test_statistics_order_and_clamping():
     x = np.array([[6.0, -1.0], [2.5, 10.0]])
     y = np.array([-7.5, 1.0])
-    t = ref.regression_statistics(x, y)
+    t = ref.r_record_statistics(x, y)
     # clamped to [-5, 5] and divided by 5
     x1, x2, v = np.array([1.0, 0.5]), np.array([-0.2, 1.0]), np.array([-1.0, 0.2])
     expected = np.stack([v, x1 * v, x2 * v, v * v, x1, x2, x1 * x1, x1 * x2, x2 * x2], axis=1)
     np.testing.assert_allclose(t, expected)
     assert np.all(np.abs(t) <= 1.0)
-    assert len(ref.STATISTIC_NAMES) == t.shape[1] == 9
+    assert len(ref.R_STATISTIC_NAMES) == t.shape[1] == 9
 
 
 def test_statistics_match_the_examples_module():
     regression = pytest.importorskip("pymc_unbounded_dp.examples.regression")
     np.testing.assert_allclose(
-        ref.regression_statistics(X, Y).sum(axis=0), regression.regression_statistics(X, Y)
+        ref.r_record_statistics(X, Y).sum(axis=0), regression.regression_statistics(X, Y)
     )
 
 
@@ -114,7 +113,7 @@ def test_wishart_draws_have_the_right_moments():
 
 def test_birth_death_matches_exact_posterior_of_n_without_information():
     """With (practically) no information in the sums, ``n | n_dp`` is discrete Laplace on n >= 0."""
-    release = ref.RegressionRelease(s_dp=np.zeros(9), n_dp=6, epsilon_s=1e-9, epsilon_n=0.4)
+    release = ref.ReferenceRelease(s_dp=np.zeros(9), n_dp=6, epsilon_s=1e-9, epsilon_n=0.4)
     draws = ref.reference_regression_sampler(release, n_iter=6000, n_moves=5, random_seed=4)
     n = draws["n"][500:]
     support = np.arange(0, 400)
@@ -129,7 +128,7 @@ def test_birth_death_matches_exact_posterior_of_n_without_information():
 
 
 def test_reference_is_reproducible():
-    release, _ = ref.simulate_regression_release(n=30, random_seed=5)
+    release, _ = ref.simulate_reference_release(n=30, random_seed=5)
     a = ref.reference_regression_sampler(release, n_iter=30, random_seed=6)
     b = ref.reference_regression_sampler(release, n_iter=30, random_seed=6)
     for key in a:
@@ -193,7 +192,7 @@ def _mean_and_mcse(draws):
 def test_pmdp_sample_agrees_with_the_reference_sampler():
     import pymc_unbounded_dp as pmdp
 
-    release, _ = ref.simulate_regression_release(
+    release, _ = ref.simulate_reference_release(
         n=N_RECORDS, epsilon_s=EPSILON_S, epsilon_n=EPSILON_N, random_seed=2024
     )
     reference = ref.reference_regression_sampler(release, n_iter=3500, random_seed=7)

@@ -7,16 +7,19 @@ PyMC model of the release with the public API only:
 * :mod:`~pymc_unbounded_dp.examples.regression` — Section 6.1: 9 noisy sufficient statistics of a
   linear regression, ``n`` released with discrete Laplace noise;
 * :mod:`~pymc_unbounded_dp.examples.atus` — Section 6.2: Dirichlet time-use shares, noisy sums of
-  clamped log-shares (real data from a path or ``$PMDP_ATUS_DIR``, else a simulated stand-in);
+  clamped log-shares (the 2019 data packaged with the library, or a folder of your own given as a
+  path or ``$PMDP_ATUS_DIR``; a simulated stand-in only on request);
 * :mod:`~pymc_unbounded_dp.examples.two_sample` — a treatment/control comparison, each arm its
   own record table with its own noisy count and sums (several tables in one model);
-* :mod:`~pymc_unbounded_dp.examples.studies` — the grids ``epsilon_s x epsilon_n x replicates``
-  behind ``pmdp reproduce`` (one result file per fit, resumable);
-* :mod:`~pymc_unbounded_dp.examples.summary`, :mod:`~pymc_unbounded_dp.examples.figures` —
-  posterior summaries and plots that work with PyMC 5 and PyMC 6 output.
+* :mod:`~pymc_unbounded_dp.examples.study` — the paper's simulation studies (regression coverage,
+  ATUS, Table 2's MLEs) as Dask tasks with a resumable store, behind ``pmdp reproduce``;
+* :mod:`~pymc_unbounded_dp.examples.demo` — ``pmdp demo``: one regression release fitted end to end.
+
+The examples need the ``examples`` extra (``pip install "pymc-unbounded-dp[examples]"``: Dask,
+matplotlib, the netCDF writer, tabulate); the core library does not.
 """
 
-from pymc_unbounded_dp.examples import atus, figures, regression, studies, summary, two_sample
+from pymc_unbounded_dp.examples import atus, demo, regression, study, two_sample
 from pymc_unbounded_dp.examples.atus import (
     AtusData,
     AtusRelease,
@@ -38,7 +41,6 @@ from pymc_unbounded_dp.examples.regression import (
     regression_truth,
     simulate_regression,
 )
-from pymc_unbounded_dp.examples.summary import flat_draws, posterior_summary
 from pymc_unbounded_dp.examples.two_sample import (
     TwoSampleData,
     TwoSampleRelease,
@@ -57,12 +59,10 @@ __all__ = [
     "atus",
     "atus_gibbs_step",
     "atus_joint_model",
+    "demo",
     "atus_model",
-    "figures",
-    "flat_draws",
     "load_atus",
     "load_atus_by_sex",
-    "posterior_summary",
     "privatize_atus",
     "privatize_regression",
     "privatize_two_sample",
@@ -74,8 +74,7 @@ __all__ = [
     "simulate_atus",
     "simulate_regression",
     "simulate_two_sample",
-    "studies",
-    "summary",
+    "study",
     "two_sample",
     "two_sample_model",
 ]

@@ -15,9 +15,13 @@ curator clamps it below at one minute, ``t(x) = log(max(x_j, 1/1440))`` (each co
   the released sum (:attr:`AtusRelease.values`) with ``pmdp.Laplace(epsilon=epsilon_s,
   sensitivity=Delta)``; :attr:`AtusRelease.mean` gives the paper's bounded release.
 
-The data are read from a directory holding ``female.csv`` and ``male.csv`` (the reduced data set
-of the paper); where it is absent, :func:`load_atus` falls back to data simulated from the
-non-private MLE ``alpha = (12.60, 1.59, 17.16)`` and says so.
+The data (the reduced data set of the paper, public-domain BLS figures: ``female.csv`` and
+``male.csv``) ship with the package, gzip-compressed, in
+``pymc_unbounded_dp/examples/data/atus2019`` (its ``README.md`` cites the source).
+:func:`load_atus` reads a folder of your own instead when given one (``path``, else
+``$PMDP_ATUS_DIR``); it never looks anywhere else and never substitutes simulated data. The
+simulated stand-in, drawn from the non-private MLE ``alpha = (12.60, 1.59, 17.16)``, is only ever
+returned when asked for: :func:`simulate_atus`, :func:`simulate_atus_by_sex`.
 
 Examples
 --------
@@ -34,6 +38,8 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import ClassVar
 
@@ -59,18 +65,23 @@ __all__ = [
     "atus_joint_model",
     "atus_model",
     "atus_statistics",
-    "default_atus_dir",
     "dirichlet_dist",
     "dirichlet_mle",
     "load_atus",
     "load_atus_by_sex",
+    "packaged_atus_files",
     "privatize_atus",
+    "resolve_atus_dir",
     "simulate_atus",
+    "simulate_atus_by_sex",
 ]
 
-#: Environment variable naming the data directory.
+#: Environment variable naming a data folder of your own (read instead of the packaged data).
 ATUS_ENV = "PMDP_ATUS_DIR"
+#: The files of a data folder (the packaged copies are these names plus ``.gz``).
 ATUS_FILES = ("female.csv", "male.csv")
+#: The packaged data: this package's ``data/atus2019`` folder.
+_PACKAGED = ("data", "atus2019")
 COLUMNS = ("PERSONAL.CARE", "EATING.AND.DRINKING", "OTHER")
 ATUS_N = 6656
 #: Respondents per sex (``female.csv``, ``male.csv``).
@@ -111,18 +122,12 @@ class AtusRelease(Release):
         return self.values / self.n
 
 
-def default_atus_dir() -> Path | None:
-    """``$PMDP_ATUS_DIR`` if set, else ``../shared/data/atus2019`` next to the repository if it
-    exists, else ``None`` (use simulated data)."""
-    env = os.environ.get(ATUS_ENV)
-    if env:
-        return Path(env)
-    candidate = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "atus2019"
-    return candidate if candidate.is_dir() else None
-
-
 def simulate_atus(n: int = ATUS_N, alpha=MLE_ALPHA, seed=None) -> AtusData:
-    """Stand-in data: ``n`` draws from ``Dirichlet(alpha)``, floored at one minute like the survey."""
+    """Stand-in data: ``n`` draws from ``Dirichlet(alpha)``, floored at one minute like the survey.
+
+    Only for simulation studies and examples that ask for it; :func:`load_atus` never falls back
+    to it.
+    """
     rng = np.random.default_rng(seed)
     x = rng.dirichlet(np.asarray(alpha, dtype=float), size=int(n))
     x = np.maximum(x, MIN_SHARE)
@@ -131,79 +136,113 @@ def simulate_atus(n: int = ATUS_N, alpha=MLE_ALPHA, seed=None) -> AtusData:
                     simulated=True)
 
 
-def _atus_directory(path, simulate_if_missing: bool) -> Path | None:
-    """The directory holding both ATUS files, or ``None`` where simulated data should be used."""
-    explicit = path is not None or bool(os.environ.get(ATUS_ENV))
-    directory = Path(path) if path is not None else default_atus_dir()
-    if directory is None:
-        if not simulate_if_missing:
-            raise FileNotFoundError(
-                f"No ATUS data directory: pass a path or set ${ATUS_ENV} to the folder with "
-                f"{' and '.join(ATUS_FILES)}."
-            )
-        return None
-    missing = [name for name in ATUS_FILES if not (directory / name).is_file()]
-    if missing:
-        where = "the path given" if path is not None else f"${ATUS_ENV}" if explicit else "default"
-        raise FileNotFoundError(
-            f"ATUS data directory {str(directory)!r} ({where}) lacks {', '.join(missing)}; it "
-            f"should hold {' and '.join(ATUS_FILES)} (see /work/shared/data/atus2019/README.md)."
-        )
-    return directory
-
-
-def _read_shares(directory: Path) -> dict[str, np.ndarray]:
-    """The ``n x 3`` shares of each file of ``directory``, keyed by sex, in :data:`ATUS_FILES` order."""
-    import pandas as pd
-
+def simulate_atus_by_sex(seed=2019) -> dict[str, AtusData]:
+    """Stand-ins for :func:`load_atus_by_sex`: each sex simulated from the paper's pooled MLE with
+    its survey size (:data:`ATUS_N_BY_SEX`), from independent streams of ``seed``."""
+    seeds = np.random.SeedSequence(seed).spawn(len(ATUS_N_BY_SEX))
     return {
-        Path(name).stem: pd.read_csv(directory / name, index_col=0)[list(COLUMNS)].to_numpy(dtype=float)
-        for name in ATUS_FILES
+        sex: simulate_atus(n, MLE_ALPHA, seed=child)
+        for (sex, n), child in zip(ATUS_N_BY_SEX.items(), seeds, strict=True)
     }
 
 
-def load_atus(path=None, *, simulate_if_missing: bool = True, seed: int = 2019) -> AtusData:
-    """Read the ATUS shares from ``path`` (or :func:`default_atus_dir`).
+def resolve_atus_dir(path=None) -> Path | None:
+    """The data folder of your own to read, checked; ``None`` means the packaged data.
 
-    Parameters
-    ----------
-    path : str or Path, optional
-        Directory with ``female.csv`` and ``male.csv``. An explicit path (or ``$PMDP_ATUS_DIR``)
-        that does not hold them is an error.
-    simulate_if_missing : bool, default True
-        With no path given and no default directory, return :func:`simulate_atus` data
-        (``n = 6656``, the paper's MLE) instead of failing.
-    seed : int
-        Seed of the simulated stand-in.
+    ``path`` if given, else ``$PMDP_ATUS_DIR`` if set (and not empty), else ``None``. Nothing
+    else is looked up.
 
     Raises
     ------
     FileNotFoundError
-        If an explicitly given directory (argument or environment variable) lacks the files.
+        If the folder (given or from the environment variable) does not exist or lacks one of
+        :data:`ATUS_FILES`; the message names the folder, where it came from and the files.
     """
-    directory = _atus_directory(path, simulate_if_missing)
+    if path is not None:
+        directory, origin = Path(path), "the path given"
+    elif os.environ.get(ATUS_ENV):
+        directory, origin = Path(os.environ[ATUS_ENV]), f"from ${ATUS_ENV}"
+    else:
+        return None
+    missing = [name for name in ATUS_FILES if not (directory / name).is_file()]
+    if missing:
+        why = "" if directory.is_dir() else ": the folder does not exist"
+        raise FileNotFoundError(
+            f"ATUS data folder {str(directory)!r} ({origin}) lacks {' and '.join(missing)}{why}. "
+            f"Expected a folder holding {' and '.join(ATUS_FILES)} (columns "
+            f"{', '.join(COLUMNS)}, one row per respondent); or give no path and unset "
+            f"${ATUS_ENV} to use the ATUS 2019 data packaged with pymc_unbounded_dp."
+        )
+    return directory
+
+
+def packaged_atus_files() -> dict[str, Traversable]:
+    """The packaged (gzip-compressed) data files, keyed by sex, in :data:`ATUS_FILES` order."""
+    folder = resources.files("pymc_unbounded_dp.examples").joinpath(*_PACKAGED)
+    return {Path(name).stem: folder.joinpath(name + ".gz") for name in ATUS_FILES}
+
+
+def _read_csv(source) -> np.ndarray:
+    import pandas as pd
+
+    if isinstance(source, Path):
+        frame = pd.read_csv(source, index_col=0)
+    else:
+        with source.open("rb") as handle:
+            frame = pd.read_csv(handle, index_col=0, compression="gzip")
+    return frame[list(COLUMNS)].to_numpy(dtype=float)
+
+
+def _sources(directory: Path | None) -> dict[str, tuple[Path | Traversable, str]]:
+    """Per sex, the file to read and its description (for :attr:`AtusData.source`);
+    ``directory`` from :func:`resolve_atus_dir` (``None``: the packaged data)."""
     if directory is None:
-        return simulate_atus(ATUS_N, MLE_ALPHA, seed=seed)
-    x = np.concatenate(list(_read_shares(directory).values()))
-    return AtusData(x=x, source=str(directory), simulated=False)
+        return {
+            sex: (resource, f"packaged ATUS 2019 data ({'/'.join(_PACKAGED)}/{resource.name})")
+            for sex, resource in packaged_atus_files().items()
+        }
+    return {Path(name).stem: (directory / name, str(directory / name)) for name in ATUS_FILES}
 
 
-def load_atus_by_sex(
-    path=None, *, simulate_if_missing: bool = True, seed: int = 2019
-) -> dict[str, AtusData]:
-    """The ATUS shares of women and men as two data sets, ``{"female": ..., "male": ...}``.
-
-    Same files, arguments and errors as :func:`load_atus` (which returns the two concatenated).
-    Without data, each sex is simulated from the paper's pooled MLE with its survey size
-    (:data:`ATUS_N_BY_SEX`), from independent streams of ``seed``.
+def load_atus(path=None) -> AtusData:
+    """The ATUS shares of all ``6656`` respondents (``female.csv`` then ``male.csv``).
 
     Parameters
     ----------
     path : str or Path, optional
-        Directory with ``female.csv`` and ``male.csv``.
-    simulate_if_missing : bool, default True
-    seed : int
-        Seed of the simulated stand-ins.
+        A folder of your own with ``female.csv`` and ``male.csv``. Without it, ``$PMDP_ATUS_DIR``
+        if set, else the data packaged with pymc_unbounded_dp (:func:`packaged_atus_files`).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder given (argument or environment variable) lacks the files
+        (:func:`resolve_atus_dir`). There is no silent fallback to simulated data; ask for it
+        with :func:`simulate_atus`.
+
+    Examples
+    --------
+    >>> data = load_atus()
+    >>> data.n, data.simulated
+    (6656, False)
+    """
+    directory = resolve_atus_dir(path)
+    x = np.concatenate([_read_csv(file) for file, _ in _sources(directory).values()])
+    source = "packaged ATUS 2019 data" if directory is None else str(directory)
+    return AtusData(x=x, source=source, simulated=False)
+
+
+def load_atus_by_sex(path=None) -> dict[str, AtusData]:
+    """The ATUS shares of women and men as two data sets, ``{"female": ..., "male": ...}``.
+
+    Same files, argument and errors as :func:`load_atus` (which returns the two concatenated);
+    :func:`simulate_atus_by_sex` gives simulated stand-ins.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A folder with ``female.csv`` and ``male.csv`` (default: ``$PMDP_ATUS_DIR``, else the
+        packaged data).
 
     Returns
     -------
@@ -212,19 +251,12 @@ def load_atus_by_sex(
     Examples
     --------
     >>> by_sex = load_atus_by_sex()
-    >>> sorted(by_sex)
-    ['female', 'male']
+    >>> {sex: data.n for sex, data in by_sex.items()}
+    {'female': 3528, 'male': 3128}
     """
-    directory = _atus_directory(path, simulate_if_missing)
-    if directory is None:
-        seeds = np.random.SeedSequence(seed).spawn(len(ATUS_N_BY_SEX))
-        return {
-            sex: simulate_atus(n, MLE_ALPHA, seed=child)
-            for (sex, n), child in zip(ATUS_N_BY_SEX.items(), seeds, strict=True)
-        }
     return {
-        sex: AtusData(x=x, source=f"{directory / (sex + '.csv')}", simulated=False)
-        for sex, x in _read_shares(directory).items()
+        sex: AtusData(x=_read_csv(file), source=source, simulated=False)
+        for sex, (file, source) in _sources(resolve_atus_dir(path)).items()
     }
 
 

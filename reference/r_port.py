@@ -6,6 +6,18 @@ Python loop over the records. It mirrors the reference R algorithm of Awan, Barr
 (arXiv 2406.06231), without its known pitfalls (see ``DESIGN.md`` §5): the privacy density uses the
 right entries of ``X'X``, the chain is seeded, ``n`` is released with discrete Laplace noise.
 
+It is not part of the installed package: it lives in ``reference/`` at the repository root, and
+the tests (``tests/conftest.py``) and benchmarks (``benchmarks/run.py``) put that folder on
+``sys.path`` and ``import r_port``. Its names differ on purpose from the package's regression
+example (:mod:`pymc_unbounded_dp.examples.regression`), which releases the same nine sums:
+
+* ``R_STATISTIC_NAMES`` (there ``STATISTIC_NAMES``: same order, other spellings);
+* ``R_CLAMP``, ``R_SENSITIVITY`` (there ``CLAMP``, ``SENSITIVITY``);
+* ``ReferenceRelease`` with ``s_dp`` (there ``RegressionRelease`` with ``values``);
+* ``r_record_statistics``: per record, shape ``(m, 9)`` (there ``regression_statistics``: the
+  sum, shape ``(9,)``);
+* ``simulate_reference_release`` (there ``simulate_regression`` then ``privatize_regression``).
+
 Model
 -----
 Records ``(x_1, x_2, y)``, ``i = 1..n``::
@@ -18,7 +30,7 @@ Records ``(x_1, x_2, y)``, ``i = 1..n``::
 
 Release. Each record is clamped to ``[-5, 5]`` and divided by 5 (so every coordinate lies in
 ``[-1, 1]``); with ``z = (1, x_1, x_2)`` and ``v = y`` the clamped-and-rescaled values, the nine
-per-record statistics are, in this order (:data:`STATISTIC_NAMES`)::
+per-record statistics are, in this order (:data:`R_STATISTIC_NAMES`)::
 
     X'Y:  v, x_1 v, x_2 v
     Y'Y:  v^2
@@ -48,38 +60,39 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
-    "CLAMP",
-    "STATISTIC_NAMES",
-    "RegressionRelease",
+    "R_CLAMP",
+    "R_SENSITIVITY",
+    "R_STATISTIC_NAMES",
+    "ReferenceRelease",
     "mu_posterior",
     "normal_gamma_posterior",
     "phi_posterior",
+    "r_record_statistics",
     "reference_regression_sampler",
-    "regression_statistics",
     "sample_wishart",
-    "simulate_regression_release",
+    "simulate_reference_release",
 ]
 
 #: The nine released sums, in release order.
-STATISTIC_NAMES = (
+R_STATISTIC_NAMES = (
     "sum_y", "sum_x1_y", "sum_x2_y", "sum_y2", "sum_x1", "sum_x2", "sum_x1_2", "sum_x1_x2", "sum_x2_2"
 )
-#: Records are clamped to ``[-CLAMP, CLAMP]`` and divided by ``CLAMP``.
-CLAMP = 5.0
+#: Records are clamped to ``[-R_CLAMP, R_CLAMP]`` and divided by ``R_CLAMP``.
+R_CLAMP = 5.0
 #: Add/remove L1 sensitivity of the nine statistics (each lies in ``[-1, 1]``).
-SENSITIVITY = 9.0
+R_SENSITIVITY = 9.0
 
 _PRIOR_NU = 2.0  # Wishart degrees of freedom of the prior on Phi (scale matrix I)
 
 
 @dataclass(frozen=True)
-class RegressionRelease:
+class ReferenceRelease:
     """A differentially private release of the regression data.
 
     Attributes
     ----------
     s_dp : ndarray, shape (9,)
-        The noisy sums, in the order of :data:`STATISTIC_NAMES`.
+        The noisy sums, in the order of :data:`R_STATISTIC_NAMES`.
     n_dp : int
         The noisy record count.
     epsilon_s, epsilon_n : float
@@ -94,17 +107,17 @@ class RegressionRelease:
 
     @property
     def scale_s(self) -> float:
-        return SENSITIVITY / self.epsilon_s
+        return R_SENSITIVITY / self.epsilon_s
 
     @property
     def scale_n(self) -> float:
         return 1.0 / self.epsilon_n
 
 
-def regression_statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def r_record_statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The nine per-record statistics of records ``x`` (``(m, 2)``) and ``y`` (``(m,)``): ``(m, 9)``."""
-    x = np.clip(np.asarray(x, dtype=float), -CLAMP, CLAMP) / CLAMP
-    v = np.clip(np.asarray(y, dtype=float), -CLAMP, CLAMP) / CLAMP
+    x = np.clip(np.asarray(x, dtype=float), -R_CLAMP, R_CLAMP) / R_CLAMP
+    v = np.clip(np.asarray(y, dtype=float), -R_CLAMP, R_CLAMP) / R_CLAMP
     x1, x2 = x[:, 0], x[:, 1]
     return np.stack([v, x1 * v, x2 * v, v * v, x1, x2, x1 * x1, x1 * x2, x2 * x2], axis=1)
 
@@ -115,7 +128,7 @@ def _discrete_laplace(rng: np.random.Generator, scale: float) -> int:
     return int(rng.geometric(p) - rng.geometric(p))
 
 
-def simulate_regression_release(
+def simulate_reference_release(
     n: int = 1000,
     epsilon_s: float = 1.0,
     epsilon_n: float = 0.5,
@@ -123,7 +136,7 @@ def simulate_regression_release(
     mu=(1.0, -1.0),
     beta=(0.0, -1.0, 1.0),
     tau: float = 1.0,
-) -> tuple[RegressionRelease, dict]:
+) -> tuple[ReferenceRelease, dict]:
     """Simulate the data of the paper's §6.1 and release it (seeded; for studies, not for publishing).
 
     Data: ``x ~ N(mu, I)``, ``y = beta_0 + x' beta_{1:2} + N(0, 1/tau)``. Returns the release and a
@@ -133,10 +146,10 @@ def simulate_regression_release(
     beta = np.asarray(beta, dtype=float)
     x = np.asarray(mu, dtype=float) + rng.standard_normal((n, 2))
     y = beta[0] + x @ beta[1:] + rng.standard_normal(n) / math.sqrt(tau)
-    total = regression_statistics(x, y).sum(axis=0)
-    s_dp = total + rng.laplace(0.0, SENSITIVITY / epsilon_s, size=9)
+    total = r_record_statistics(x, y).sum(axis=0)
+    s_dp = total + rng.laplace(0.0, R_SENSITIVITY / epsilon_s, size=9)
     n_dp = n + _discrete_laplace(rng, 1.0 / epsilon_n)
-    release = RegressionRelease(s_dp=s_dp, n_dp=n_dp, epsilon_s=epsilon_s, epsilon_n=epsilon_n)
+    release = ReferenceRelease(s_dp=s_dp, n_dp=n_dp, epsilon_s=epsilon_s, epsilon_n=epsilon_n)
     return release, {"x": x, "y": y, "T": total, "n": n}
 
 
@@ -236,7 +249,7 @@ def _gibbs_parameters(rng: np.random.Generator, x: np.ndarray, y: np.ndarray, th
 
 
 def reference_regression_sampler(
-    release: RegressionRelease,
+    release: ReferenceRelease,
     n_iter: int,
     n_moves: int | None = None,
     random_seed=None,
@@ -246,7 +259,7 @@ def reference_regression_sampler(
 
     Parameters
     ----------
-    release : RegressionRelease
+    release : ReferenceRelease
     n_iter : int
         Iterations (every one is returned; discard a burn-in yourself).
     n_moves : int, optional
@@ -267,8 +280,8 @@ def reference_regression_sampler(
 
     Examples
     --------
-    >>> from pymc_unbounded_dp._reference import *
-    >>> release, _ = simulate_regression_release(n=50, random_seed=1)
+    >>> from r_port import *
+    >>> release, _ = simulate_reference_release(n=50, random_seed=1)
     >>> draws = reference_regression_sampler(release, n_iter=20, random_seed=2)
     >>> draws["beta"].shape, draws["n"].shape
     ((20, 3), (20,))
@@ -295,7 +308,7 @@ def reference_regression_sampler(
 
     # The records: buffers with spare rows, the first n rows are the current records.
     x, y = theta.draw_records(rng, n)
-    x, y, t = _with_room(x, y, regression_statistics(x, y), 2 * n + n_moves)
+    x, y, t = _with_room(x, y, r_record_statistics(x, y), 2 * n + n_moves)
 
     out = {
         "beta": np.empty((n_iter, 3)), "tau": np.empty(n_iter), "mu": np.empty((n_iter, 2)),
@@ -309,7 +322,7 @@ def reference_regression_sampler(
 
         # 4. record refresh, systematic scan, proposals from the model
         new_x, new_y = theta.draw_records(rng, n)
-        new_t = regression_statistics(new_x, new_y)
+        new_t = r_record_statistics(new_x, new_y)
         residual = s_dp - t[:n].sum(axis=0)
         current = log_eta_s(residual)
         accepted = 0
@@ -324,7 +337,7 @@ def reference_regression_sampler(
         # 5. birth/death moves over n (flat prior on n >= 0: no prior ratio); move k may give
         # birth to candidate k, drawn from the model
         born_x, born_y = theta.draw_records(rng, n_moves)
-        born_t = regression_statistics(born_x, born_y)
+        born_t = r_record_statistics(born_x, born_y)
         if len(y) < n + n_moves:
             x, y, t = _with_room(x[:n], y[:n], t[:n], 2 * (n + n_moves))
         births = [0, 0]  # accepted, proposed

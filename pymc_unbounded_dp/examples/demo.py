@@ -1,0 +1,163 @@
+"""``pmdp demo``: the paper's regression released under unbounded DP, fitted end to end.
+
+:func:`fit_demo` simulates the data, privatizes it and samples the posterior (with the regression
+study's recommended steps); :func:`demo_summary` is its :func:`arviz.summary` with the true
+values; :func:`save_demo` writes the posterior (netCDF), the summary, the release and ArviZ
+figures. The command line (:mod:`pymc_unbounded_dp.cli`) only prints.
+
+Examples
+--------
+>>> from pymc_unbounded_dp.examples.demo import fit_demo, demo_summary
+>>> result = fit_demo(draws=200, tune=100, chains=1, n=200, progressbar=False)  # doctest: +SKIP
+>>> demo_summary(result).loc["tau", "true"]  # doctest: +SKIP
+1.0
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pymc_unbounded_dp.examples import regression
+from pymc_unbounded_dp.examples.study.base import Fit, posterior_table
+from pymc_unbounded_dp.examples.study.regression import RegressionStudy
+
+__all__ = ["DemoResult", "demo_summary", "fit_demo", "save_demo"]
+
+#: Probability of the demo's equal-tailed intervals.
+PROB = 0.94
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What :func:`fit_demo` made: the release, the sampler output and how it was run."""
+
+    release: regression.RegressionRelease
+    idata: object
+    bounded: bool
+    seed: int
+    sampler: str
+    seconds: float
+
+    @property
+    def names(self) -> list[str]:
+        """The summarised parameters."""
+        return ["beta", "tau", "mu", *([] if self.bounded else ["n"])]
+
+
+def fit_demo(
+    *,
+    draws: int = 4000,
+    tune: int = 1000,
+    chains: int = 2,
+    seed: int = 1,
+    epsilon_s: float = 1.0,
+    epsilon_n: float = 0.5,
+    sampler: str = "gibbs",
+    bounded: bool = False,
+    n: int = 1000,
+    progressbar: bool = True,
+) -> DemoResult:
+    """Simulate ``n`` records, release them, and sample the posterior (bounded or unbounded DP).
+
+    The data, the noise and the chains take independent streams of ``seed``. The steps are the
+    regression study's (:class:`~pymc_unbounded_dp.examples.study.RegressionStudy`): exact
+    conjugate parameter draws (``sampler="gibbs"``) or NUTS, plus record, birth/death and
+    interweaving moves.
+    """
+    import pymc_unbounded_dp as pmdp
+
+    study = RegressionStudy(sampler=sampler, n=n)
+    fit = Fit("demo", "bounded" if bounded else "unbounded", epsilon_s,
+              None if bounded else epsilon_n, 0)
+    data_seed, noise_seed, chain_seed = np.random.SeedSequence(seed).spawn(3)
+    data = regression.simulate_regression(n, seed=data_seed)
+    release = regression.privatize_regression(data, epsilon_s, epsilon_n, seed=noise_seed)
+    model = study.model(release, fit)
+    start = time.perf_counter()
+    with model:
+        idata = pmdp.sample(draws=draws, tune=tune, chains=chains,
+                            random_seed=int(chain_seed.generate_state(1)[0]),
+                            progressbar=progressbar, compute_convergence_checks=False,
+                            **study.sample_options(model, release, fit))
+    return DemoResult(release, idata, bounded, seed, sampler, time.perf_counter() - start)
+
+
+def demo_summary(result: DemoResult) -> pd.DataFrame:
+    """:func:`arviz.summary` of the parameters with a 94% equal-tailed interval, the true values
+    and whether each interval covers its true value."""
+    truth = {**regression.regression_truth(), "n": float(result.release.n)}
+    table = posterior_table(result.idata, result.names, PROB)
+    table.insert(0, "true", [truth.get(label, np.nan) for label in table.index])
+    table["covered"] = (table["lower"] <= table["true"]) & (table["true"] <= table["upper"])
+    return table
+
+
+def save_demo(result: DemoResult, folder) -> list[Path]:
+    """Write ``posterior.nc``, ``summary.csv``, ``release.json`` and ``figures/`` (ArviZ
+    :func:`~arviz.plot_posterior` with the true values, :func:`~arviz.plot_trace`) to ``folder``."""
+    import arviz as az
+    import matplotlib.pyplot as plt
+
+    folder = Path(folder)
+    (folder / "figures").mkdir(parents=True, exist_ok=True)
+    release = result.release
+    paths = {name: folder / name for name in
+             ("posterior.nc", "summary.csv", "release.json", "figures/posteriors.png",
+              "figures/trace.png")}
+    result.idata.to_netcdf(str(paths["posterior.nc"]), engine="h5netcdf")
+    demo_summary(result).to_csv(paths["summary.csv"], index_label="parameter")
+    paths["release.json"].write_text(json.dumps({
+        "values": [float(v) for v in release.values],
+        "statistics": list(regression.STATISTIC_NAMES),
+        "n_dp": None if result.bounded else int(release.n_dp),
+        "epsilon_s": release.epsilon_s,
+        "epsilon_n": None if result.bounded else release.epsilon_n,
+        "sensitivity": release.sensitivity,
+        "true_n": int(release.n),
+        "seed": result.seed,
+        "sampling_seconds": result.seconds,
+        "sampler": result.sampler,
+    }, indent=1))
+    shown = ["beta", "tau", *([] if result.bounded else ["n"])]
+    truth = regression.regression_truth()
+    references = {"beta": [{"beta_dim_0": j, "ref_val": truth[f"beta[{j}]"]} for j in range(3)],
+                  "tau": [{"ref_val": truth["tau"]}]}
+    if not result.bounded:
+        references["n"] = [{"ref_val": float(release.n)}]
+    for name, plot in (("figures/posteriors.png", _plot_posterior), ("figures/trace.png", _plot_trace)):
+        with warnings.catch_warnings():
+            # ArviZ 0.x calls a Matplotlib helper that Matplotlib 3.11 deprecates; not ours to fix
+            warnings.filterwarnings("ignore", message=".*alias_mapping to normalize_kwargs")
+            figure = plot(az, result.idata, shown, references)
+        figure.savefig(paths[name], dpi=100)
+        plt.close(figure)
+    return list(paths.values())
+
+
+def _figure(plotted):
+    """The matplotlib figure of an ArviZ 0.x axes array or an ArviZ 1.x plot collection."""
+    if hasattr(plotted, "viz"):
+        return plotted.viz["figure"].item()
+    return np.asarray(plotted).reshape(-1)[0].get_figure()
+
+
+def _plot_posterior(az, idata, names, references):
+    """Posterior densities with their 94% interval (ArviZ 0.x: and the true values)."""
+    if az.__version__.startswith("0."):
+        return _figure(az.plot_posterior(idata, var_names=names, ref_val=references,
+                                         hdi_prob=PROB))
+    return _figure(az.plot_dist(idata, var_names=names, ci_prob=PROB))
+
+
+def _plot_trace(az, idata, names, references):
+    """Traces, one line per chain."""
+    if az.__version__.startswith("0."):
+        return _figure(az.plot_trace(idata, var_names=names))
+    return _figure(az.plot_trace_dist(idata, var_names=names))

@@ -1,0 +1,147 @@
+"""Tables and figures of a study from its finished records (pandas and matplotlib through pandas).
+
+The grid point of a posterior fit is ``(epsilon_s, variant, epsilon_n)``; bounded fits have no
+``epsilon_n`` and are shown as ``-``. Coverage is the share of replicates whose interval holds the
+true value, with its binomial standard error ``sqrt(p (1 - p) / R)``.
+
+Examples
+--------
+>>> import pandas as pd
+>>> per_fit = pd.DataFrame({"variant": ["bounded"] * 2, "epsilon_s": [1.0] * 2,
+...                         "epsilon_n": [None] * 2, "parameter": ["tau"] * 2,
+...                         "covered": [True, False], "width": [1.0, 2.0]})
+>>> coverage_table(per_fit, ["tau"], "coverage").iloc[0]["tau"]
+'0.50 (0.35)'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["coverage_table", "markdown", "mean_table", "write_report"]
+
+_GRID = ["epsilon_s", "variant", "epsilon_n"]
+
+
+def _grid(per_fit: pd.DataFrame) -> pd.DataFrame:
+    frame = per_fit.copy()
+    frame["epsilon_n"] = frame["epsilon_n"].astype(float).fillna(-1.0)
+    return frame
+
+
+def _labelled(table: pd.DataFrame) -> pd.DataFrame:
+    table = table.reset_index()
+    table["epsilon_n"] = ["-" if e < 0 else f"{e:g}" for e in table["epsilon_n"]]
+    table["epsilon_s"] = [f"{e:g}" for e in table["epsilon_s"]]
+    return table
+
+
+def _order(table: pd.DataFrame) -> pd.DataFrame:
+    return table.sort_values(["epsilon_s", "variant", "epsilon_n"], ascending=[False, True, True])
+
+
+def coverage_table(per_fit: pd.DataFrame, labels: list[str], stat: str) -> pd.DataFrame:
+    """Per grid point and parameter: ``"coverage"`` as ``"p (se)"``, or the mean ``"width"``.
+
+    Adds the number of replicates per grid point (``reps``).
+    """
+    frame = _grid(per_fit[per_fit["parameter"].isin(labels)])
+    groups = frame.groupby([*_GRID, "parameter"], sort=False)
+    if stat == "coverage":
+        p = groups["covered"].mean()
+        count = groups["covered"].count()
+        se = np.sqrt(p * (1 - p) / count)
+        values = pd.Series([f"{a:.2f} ({b:.2f})" for a, b in zip(p, se, strict=True)],
+                           index=p.index)
+    else:
+        values = groups[stat].mean()
+    table = values.unstack("parameter")[labels]
+    table.insert(0, "reps", frame.groupby(_GRID, sort=False)["replicate"].nunique()
+                 if "replicate" in frame else groups.size().groupby(level=_GRID).max())
+    return _labelled(_order(table.reset_index()).set_index(_GRID))
+
+
+def mean_table(per_fit: pd.DataFrame, labels: list[str], stats) -> pd.DataFrame:
+    """Per grid point: the mean over replicates of ``stats`` (one name or several) per parameter."""
+    stats = [stats] if isinstance(stats, str) else list(stats)
+    frame = _grid(per_fit[per_fit["parameter"].isin(labels)])
+    columns = {}
+    for stat in stats:
+        means = frame.groupby([*_GRID, "parameter"], sort=False)[stat].mean().unstack("parameter")
+        if stat == "seconds":
+            columns["s / fit"] = means.iloc[:, 0]
+            continue
+        for label in labels:
+            if label in means:
+                columns[label if len(stats) == 1 else f"{stat} {label}"] = means[label]
+    table = pd.DataFrame(columns)
+    return _labelled(_order(table.reset_index()).set_index(_GRID))
+
+
+def markdown(table: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub Markdown table (:meth:`pandas.DataFrame.to_markdown`)."""
+    return table.to_markdown(index=False, floatfmt=f".{digits}g")
+
+
+def write_report(study, records: list[dict], folder, elapsed: float | None = None
+                 ) -> dict[str, Path]:
+    """``<name>_summary.md`` (every table of ``study.tables``), ``<name>_fits.csv`` and, for
+    posterior studies, ``figures/coverage.png``, written into ``folder``."""
+    folder = Path(folder)
+    name = study.name
+    paths = {"summary": folder / f"{name}_summary.md", "fits": folder / f"{name}_fits.csv"}
+    per_fit = study.per_fit(records)
+    per_fit.to_csv(paths["fits"], index=False)
+    fit_seconds = sum(r.get("seconds", 0.0) for r in records)
+    lines = [f"# {name}: {len(records)} fits", "",
+             f"Settings: {json.dumps(study.settings())}; grid: "
+             f"{json.dumps({k: _plain(getattr(study, k)) for k in study.grid_fields})}.", "",
+             f"Fit time: {fit_seconds / 60:.1f} min in total"
+             + (f"; this run: {elapsed / 60:.1f} min wall." if elapsed is not None else "."), ""]
+    for title, table in study.tables(records).items():
+        lines += [f"## {title}", "", markdown(table), ""]
+    paths["summary"].write_text("\n".join(lines))
+    if "covered" in per_fit:
+        paths["figure"] = folder / "figures" / "coverage.png"
+        paths["figure"].parent.mkdir(exist_ok=True)
+        coverage_figure(per_fit).savefig(paths["figure"], dpi=90)
+    return paths
+
+
+def _plain(value):
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def coverage_figure(per_fit: pd.DataFrame):
+    """Coverage against ``epsilon_n`` per parameter (unbounded lines, bounded dashed levels)."""
+    import matplotlib.pyplot as plt
+
+    frame = _grid(per_fit[per_fit["covered"].notna()])
+    frame["covered"] = frame["covered"].astype(float)
+    labels = [p for p in frame["parameter"].unique() if p != "n"]
+    fig, axes = plt.subplots(1, len(labels), figsize=(3.2 * len(labels), 3), sharey=True,
+                             squeeze=False)
+    for ax, label in zip(axes[0], labels, strict=True):
+        rows = frame[frame["parameter"] == label]
+        for eps_s, group in rows.groupby("epsilon_s"):
+            unbounded = group[group["variant"] == "unbounded"]
+            line = unbounded.groupby("epsilon_n")["covered"].mean().plot(
+                ax=ax, marker="o", logx=True, label=f"eps_s={eps_s:g}")
+            bounded = group[group["variant"] == "bounded"]["covered"].mean()
+            ax.axhline(bounded, ls="--", color=line.get_lines()[-1].get_color(), lw=1)
+        ax.axhline(0.95, color="grey", lw=0.5)
+        ax.set_title(label)
+        ax.set_xlabel("epsilon_n (dashed: bounded DP)")
+    axes[0][0].set_ylabel("coverage")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig

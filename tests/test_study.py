@@ -1,0 +1,215 @@
+"""The study runner: workloads, seeds, the store, Dask (local cluster, 1 vs 2 workers, a separate
+scheduler), and interruption (SIGINT and SIGKILL while fits sample) without losing or faking fits."""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.examples.study import (
+    FitStore,
+    MLEStudy,
+    RegressionStudy,
+    SettingsMismatch,
+    TruncatedFit,
+    fit_seed,
+    make_study,
+)
+
+TINY = ["--draws", "20", "--tune", "20", "--chains", "1", "--records", "200", "--no-progress"]
+
+
+def pmdp_command(*argv):
+    return [sys.executable, "-m", "pymc_unbounded_dp.cli", *argv]
+
+
+def run_pmdp(*argv, timeout=600):
+    return subprocess.run(pmdp_command(*argv), capture_output=True, text=True, check=False,
+                          timeout=timeout)
+
+
+def records(folder: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted((folder / "fits").glob("*.json"))}
+
+
+def without_timing(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "seconds"}
+
+
+# -- configuration and seeds (no fits) -----------------------------------------------------------
+
+
+def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
+    study = make_study("regression", replicates=3)
+    keys = [fit.key for fit in study.fits()]
+    assert len(keys) == len(set(keys)) == 3 * 2 * (1 + 6)
+    assert keys[:2] == ["regression_r000_es1_bounded", "regression_r000_es1_unbounded_en0.0001"]
+    table2 = MLEStudy(replicates=2)
+    assert [f.variant for f in table2.fits()].count("bounded") == 2 and len(table2.fits()) == 10
+
+
+@pytest.mark.parametrize("name, options, message", [
+    ("regression", {"draws": 0}, "draws: must be at least 1"),
+    ("regression", {"epsilon_n": (0.5, math.inf)}, "epsilon_n:"),
+    ("regression", {"sampler": "hmc"}, "sampler:"),
+    ("regression", {"data": "x"}, "data: not an option of the regression study"),
+    ("mcem", {"draws": 10}, "draws: not an option of the mcem study"),
+    ("mcem", {"mcem_options": (("tolerance", 0.1),)}, "has no option 'tolerance'"),
+    ("atus", {"data": "/nonexistent/folder"}, "data: "),
+    ("survey", {}, "study: choose one of"),
+])
+def test_bad_options_are_refused_naming_them(name, options, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        make_study(name, **options)
+
+
+def test_seeds_depend_only_on_the_study_seed_and_the_fit():
+    study = RegressionStudy(epsilon_s=(1.0, 0.1), epsilon_n=(1e-4, 0.5), replicates=2)
+    states = [study.release_seed(fit).generate_state(2).tolist() for fit in study.fits()]
+    # statistics' noise shared within (replicate, epsilon_s), different otherwise
+    by_cell = {}
+    for fit, state in zip(study.fits(), states, strict=True):
+        by_cell.setdefault((fit.replicate, fit.epsilon_s), set()).add(tuple(state))
+    assert all(len(s) == 1 for s in by_cell.values()) and len(by_cell) == 4
+    assert len({next(iter(s)) for s in by_cell.values()}) == 4
+    assert (fit_seed(1, 0.1).generate_state(1) != fit_seed(1, 0.2).generate_state(1)).all()
+    assert (fit_seed(1, None).generate_state(1) != fit_seed(1, math.inf).generate_state(1)).all()
+
+
+def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
+    store = FitStore(tmp_path)
+    store.claim("regression", {"draws": 20})
+    store.claim("regression", {"draws": 20})
+    with pytest.raises(SettingsMismatch, match="draws=20 there, 21 now"):
+        store.claim("regression", {"draws": 21})
+    store.write({"key": "a", "value": [1, 2]})
+    assert store.done() == {"a"} and store.load("a") == {"key": "a", "value": [1, 2]}
+    assert not list((tmp_path / "fits").glob(".*.tmp"))
+
+
+def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatch):
+    """PyMC returns the partial trace when interrupted: that must never become a result."""
+    original = pmdp.sample
+
+    def interrupted_sample(*args, **kwargs):
+        idata = original(*args, **kwargs)
+        return idata.isel(draw=slice(0, 7))
+
+    monkeypatch.setattr(pmdp, "sample", interrupted_sample)
+    study = RegressionStudy(epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=15,
+                            tune=5, chains=1)
+    with pytest.raises(TruncatedFit, match="7 draws of 1 x 15"):
+        study.run(study.fits()[0])
+
+
+# -- on Dask ---------------------------------------------------------------------------------------
+
+GRID = ["reproduce", "regression", "--epsilon-s", "1", "--epsilon-n", "0.5", "--replicates", "1"]
+
+
+def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
+    runs = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        result = run_pmdp(*GRID, *TINY, "--workers", str(workers), "--out", str(out))
+        assert result.returncode == 0, result.stderr
+        assert f"local cluster of {workers} workers" in result.stdout
+        runs[workers] = {k: without_timing(r) for k, r in records(out).items()}
+    assert len(runs[1]) == 2 and runs[1] == runs[2]
+    means = {k: r["posterior"]["beta[1]"]["mean"] for k, r in runs[1].items()}
+    assert len(set(means.values())) == 2  # different noise and chains per fit
+
+
+def _start(argv, out):
+    return subprocess.Popen(pmdp_command(*argv, "--out", str(out)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_more_fits(process, out: Path, than: int, limit: float = 300.0) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        if len(list((out / "fits").glob("*.json"))) > than:
+            return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    raise AssertionError("no fit finished in time")
+
+
+def _interrupt(out: Path, argv: list[str], sig: int) -> dict[str, bytes]:
+    """Start the study, signal its process group (as Ctrl-C does) as soon as one more fit is
+    stored -- the other worker's fit is then sampling -- and check what was kept."""
+    before = len(records(out)) if (out / "fits").is_dir() else 0
+    process = _start(argv, out)
+    _wait_for_more_fits(process, out, before)
+    os.killpg(process.pid, sig)
+    try:
+        process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    if sig == signal.SIGINT:
+        assert process.returncode == 130
+    kept = records(out)
+    assert before < len(kept) < 6, "the signal came after the study finished: nothing was tested"
+    assert all(r["draws"] == [1, 300] for r in kept.values())
+    assert not list((out / "fits").glob(".*.tmp"))
+    return {k: (out / "fits" / f"{k}.json").read_bytes() for k in kept}
+
+
+def test_a_killed_study_loses_nothing_fakes_nothing_and_resumes(tmp_path):
+    """SIGINT (exit 130), then SIGKILL of the resumed run, then a resume to the end: every
+    finished fit is kept byte for byte, none is run twice, none is stored short."""
+    out = tmp_path / "study"
+    argv = [*GRID, "--epsilon-n", "0.5,10", "--replicates", "2", "--draws", "300", "--tune",
+            "20", "--chains", "1", "--records", "200", "--workers", "2", "--no-progress"]
+    kept = _interrupt(out, argv, signal.SIGINT)
+    kept_after_kill = _interrupt(out, argv, signal.SIGKILL)
+    assert all(kept_after_kill[k] == data for k, data in kept.items())
+
+    result = run_pmdp(*argv, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert f"{len(kept_after_kill)} already in" in result.stdout
+    after = records(out)
+    assert len(after) == 6 and all(r["draws"] == [1, 300] for r in after.values())
+    assert all((out / "fits" / f"{k}.json").read_bytes() == data
+               for k, data in kept_after_kill.items())
+
+
+def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    scheduler_file = tmp_path / "scheduler.json"
+    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    scheduler = subprocess.Popen(
+        [*dask, "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    worker = None
+    try:
+        for _ in range(600):
+            if scheduler_file.is_file() and scheduler_file.stat().st_size:
+                break
+            time.sleep(0.1)
+        address = json.loads(scheduler_file.read_text())["address"]
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+             "--nworkers", "1", "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+        out = tmp_path / "study"
+        result = run_pmdp(*GRID, *TINY, "--scheduler", address, "--out", str(out))
+        assert result.returncode == 0, result.stderr
+        assert f"running on {address}" in result.stdout
+        assert len(records(out)) == 2
+    finally:
+        for process in (worker, scheduler):
+            if process is not None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
