@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -154,19 +155,28 @@ def posterior_table(idata, var_names: list[str], prob: float = 0.95) -> pd.DataF
     """
     import arviz as az
 
+    with warnings.catch_warnings():
+        # a parameter that never moves (n under a huge epsilon_n) has R-hat 0/0: NaN, expected
+        warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
+        table, lower, upper = _summary(az, idata, var_names, prob)
+    table = table.rename(columns={lower: "lower", upper: "upper"})
+    return table[["mean", "sd", "lower", "upper", "ess_bulk", "r_hat"]].astype(float)
+
+
+def _summary(az, idata, var_names: list[str], prob: float):
+    """``arviz.summary`` unrounded, with the columns of the equal-tailed interval."""
     if az.__version__.startswith("0."):
         table = az.summary(idata, var_names=var_names, round_to="none")
         # ArviZ 0.x's summary() reports an HDI; the equal-tailed interval comes from its quantiles
-        draws = az.extract(idata, var_names=var_names, combined=True)
+        draws = az.extract(idata, var_names=var_names, combined=True, keep_dataset=True)
         lower, upper = "lower", "upper"
         table[lower] = [_quantile(draws, label, (1 - prob) / 2) for label in table.index]
         table[upper] = [_quantile(draws, label, (1 + prob) / 2) for label in table.index]
     else:
-        table = az.summary(idata, var_names=var_names, ci_prob=prob, ci_kind="eti", round_to=None)
+        table = az.summary(idata, var_names=var_names, ci_prob=prob, ci_kind="eti", round_to="none")
         tag = f"eti{round(100 * prob)}"
         lower, upper = f"{tag}_lb", f"{tag}_ub"
-    table = table.rename(columns={lower: "lower", upper: "upper"})
-    return table[["mean", "sd", "lower", "upper", "ess_bulk", "r_hat"]].astype(float)
+    return table, lower, upper
 
 
 def _component(draws, label: str) -> np.ndarray:

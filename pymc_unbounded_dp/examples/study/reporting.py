@@ -106,10 +106,11 @@ def write_report(study, records: list[dict], folder, elapsed: float | None = Non
     for title, table in study.tables(records).items():
         lines += [f"## {title}", "", markdown(table), ""]
     paths["summary"].write_text("\n".join(lines))
-    if "covered" in per_fit:
+    figure = coverage_figure(per_fit) if "covered" in per_fit else None
+    if figure is not None:
         paths["figure"] = folder / "figures" / "coverage.png"
         paths["figure"].parent.mkdir(exist_ok=True)
-        coverage_figure(per_fit).savefig(paths["figure"], dpi=90)
+        figure.savefig(paths["figure"], dpi=90)
     return paths
 
 
@@ -122,12 +123,15 @@ def _plain(value):
 
 
 def coverage_figure(per_fit: pd.DataFrame):
-    """Coverage against ``epsilon_n`` per parameter (unbounded lines, bounded dashed levels)."""
+    """Coverage against ``epsilon_n`` per parameter (unbounded lines, bounded dashed levels);
+    ``None`` when no parameter but ``n`` has a known true value (real data)."""
     import matplotlib.pyplot as plt
 
-    frame = _grid(per_fit[per_fit["covered"].notna()])
+    frame = _grid(per_fit[per_fit["covered"].notna() & (per_fit["parameter"] != "n")])
     frame["covered"] = frame["covered"].astype(float)
-    labels = [p for p in frame["parameter"].unique() if p != "n"]
+    labels = list(frame["parameter"].unique())
+    if not labels:
+        return None
     fig, axes = plt.subplots(1, len(labels), figsize=(3.2 * len(labels), 3), sharey=True,
                              squeeze=False)
     for ax, label in zip(axes[0], labels, strict=True):

@@ -64,18 +64,18 @@ def study_client(scheduler: str | None = None, workers: int | None = None):
             yield client
         return
     with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                      processes=True, dashboard_address=_dashboard()) as cluster, \
+                      processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         yield client
 
 
-def _dashboard() -> str | None:
-    """The dashboard on a free port when Bokeh is installed (Dask needs it), else none."""
+def _has_bokeh() -> bool:
+    """Whether Dask can serve its dashboard (it needs Bokeh)."""
     try:
         import bokeh  # noqa: F401
     except ImportError:
-        return None
-    return ":0"
+        return False
+    return True
 
 
 def run_study(
@@ -154,6 +154,6 @@ def run_study(
 
 def _has_dashboard(client) -> bool:
     try:
-        return bool(client.dashboard_link) and _dashboard() is not None
+        return bool(client.dashboard_link) and _has_bokeh()
     except (KeyError, AttributeError):
         return False
