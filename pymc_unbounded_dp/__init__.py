@@ -6,6 +6,23 @@ exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the r
 ``examples``, ``cli``; ``risk`` stands apart.
 """
 
+import logging as _logging
+import warnings as _warnings
+
+# PyTensor looks for a system BLAS (MKL, libblas, libopenblas) the first time it compiles a
+# function and, on a pip install without one, warns in five lines on every run. The BLAS that NumPy
+# and SciPy wheels bundle cannot be linked (its symbols are renamed: ``scipy_dgemm_64_``), so a
+# pip-only machine has no BLAS for PyTensor to use; its C code then calls NumPy's own BLAS through
+# the C API, which is what this package's models need (small dense products). Only these two
+# specific messages are silenced; a user who installs a BLAS or sets ``blas__ldflags`` never sees
+# them anyway.
+_warnings.filterwarnings(
+    "ignore", message="PyTensor could not link to a BLAS installation", category=UserWarning
+)
+_logging.getLogger("pytensor.tensor.blas").addFilter(
+    lambda record: "Using NumPy C-API based implementation for BLAS" not in record.getMessage()
+)
+
 from pymc_unbounded_dp import conjugate, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check

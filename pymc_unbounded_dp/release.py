@@ -20,12 +20,12 @@ file from which the analyst builds the model with nothing recomputed by hand::
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=rel.sample_size("n"))
         rel.privatized_sum("s", x)
 
-==================  =================  ======================  ===============================
-budget              real statistic     integer statistic, n    composition of the values
-==================  =================  ======================  ===============================
-``epsilon=``        :class:`Laplace`   :class:`DiscreteLaplace`  epsilons add up (basic)
-``rho=`` (zCDP)     :class:`Gaussian`  :class:`DiscreteGaussian` rhos add up (Bun & Steinke 2016)
-==================  =================  ======================  ===============================
+==================  =================  =========================  ================================
+budget              real statistic     integer statistic, n       composition of the values
+==================  =================  =========================  ================================
+``epsilon=``        :class:`Laplace`   :class:`DiscreteLaplace`   epsilons add up (basic)
+``rho=`` (zCDP)     :class:`Gaussian`  :class:`DiscreteGaussian`  rhos add up (Bun & Steinke 2016)
+==================  =================  =========================  ================================
 
 A value whose sensitivity is 0 under the relation (the count ``n`` under replace-one, where ``n``
 is public) is released exactly and takes no share of the budget.
