@@ -131,7 +131,7 @@ def test_steps_work_inside_pm_sample_with_a_user_parameter_step():
 
 def test_observed_can_be_changed_with_set_data():
     mechanism = pmdp.Laplace(epsilon=1.0)
-    with pm.Model() as model:
+    with pm.Model():
         observed = pm.Data("s_observed", 8.4)
         theta = pm.Beta("theta", 2, 3)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
@@ -182,7 +182,7 @@ def test_parameter_steps_leave_out_the_release_terms(small_model):
     logp_dlogp = nuts._logp_dlogp_func
     logp_dlogp.set_extra_values({})
     step_logp = logp_dlogp(np.array([0.3]))[0]
-    theta, x, s = small_model["theta"], small_model["x"], small_model["s"]
+    theta, x = small_model["theta"], small_model["x"]
     without = small_model.compile_logp(vars=[theta, x])(point)
     full_logp = small_model.compile_logp()
     with pytest.raises(AssertionError, match="records frozen"):
