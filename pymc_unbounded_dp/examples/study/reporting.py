@@ -83,7 +83,7 @@ def mean_table(per_fit: pd.DataFrame, labels: list[str], stats) -> pd.DataFrame:
     return _labelled(_order(table.reset_index()).set_index(_GRID))
 
 
-def markdown(table: pd.DataFrame, digits: int = 3) -> str:
+def markdown(table: pd.DataFrame, digits: int = 4) -> str:
     """A GitHub Markdown table (:meth:`pandas.DataFrame.to_markdown`)."""
     return table.to_markdown(index=False, floatfmt=f".{digits}g")
 
