@@ -1,6 +1,7 @@
 """The study runner: workloads, seeds, the store, Dask (local cluster, 1 vs 2 workers, a separate
 scheduler), and interruption (SIGINT and SIGKILL while fits sample) without losing or faking fits."""
 
+import dataclasses
 import json
 import math
 import os
@@ -81,6 +82,22 @@ def test_seeds_depend_only_on_the_study_seed_and_the_fit():
     assert len({next(iter(s)) for s in by_cell.values()}) == 4
     assert (fit_seed(1, 0.1).generate_state(1) != fit_seed(1, 0.2).generate_state(1)).all()
     assert (fit_seed(1, None).generate_state(1) != fit_seed(1, math.inf).generate_state(1)).all()
+
+
+def test_mle_table_uses_interior_fits_and_counts_endings():
+    study = MLEStudy(epsilon_n=(1.0,), replicates=4)
+    endings = [("interior", 1.0), ("interior", 3.0), ("boundary", 100.0), ("budget", -100.0)]
+    records = [{"key": fit.key, "fit": dataclasses.asdict(fit), "converged": ending,
+                "boundary": "tau" if ending == "boundary" else None, "method": "simulated",
+                "seconds": 10.0 + fit.replicate,
+                "estimate": {"beta[0]": beta0, "beta[1]": 0.0, "beta[2]": 0.0, "tau": 1.0,
+                             "mu[0]": 0.0, "mu[1]": 0.0}}
+               for fit, (ending, beta0) in zip(study.fits(), endings, strict=True)]
+    (table,) = study.tables(records).values()
+    row = table.iloc[0]
+    assert row["fits"] == 4 and row["beta[0]"] == "2.000 (1.414)"
+    assert (row["interior"], row["boundary"], row["budget"]) == (0.5, 0.25, 0.25)
+    assert row["s/fit mean (max)"] == "12 (13)"
 
 
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
