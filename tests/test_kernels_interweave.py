@@ -116,3 +116,110 @@ def test_tuner_learns_the_covariance_and_turns_a_useless_move_off():
     estimate = tuner.params.chol @ tuner.params.chol.T
     np.testing.assert_allclose(estimate, covariance, rtol=0.35, atol=0.35)
     assert tuner.final_steps() == 0 and tuner.n_steps == 1  # keeps measuring while tuning
+
+
+def test_accept_is_strict_and_the_default_is_one_step():
+    assert not rw.accept(0.0, 0.0) and not rw.accept(-1.5, -1.5)  # log u < log ratio, strictly
+    assert rw.accept(-1.5, -1.5 - 1e-12) and not rw.accept(float("nan"), -50.0)
+    state = rw.init(np.zeros(1), quadratic)
+    _, info = rw.step(np.random.default_rng(3), state, quadratic, rw.RWParams(np.eye(1), 0.5))
+    assert info.proposed == 1
+
+
+def test_accept_probability_is_capped_at_one_for_uphill_proposals():
+    # from x = 2 to x = 0 (log ratio +2) then from 0 to 0.5 (log ratio -0.125)
+    state = rw.init(np.array([2.0]), quadratic)
+    rng = ScriptedRng([[-2.0], [0.5]], [0.999, 0.0])
+    state, info = rw.step(rng, state, quadratic, rw.RWParams(np.eye(1), 1.0), n_steps=2)
+    assert info.accepted == 2
+    assert info.accept_probability == pytest.approx(1.0 + math.exp(-0.125), abs=1e-15)
+
+
+def test_steps_for_defaults_and_the_cost_rule():
+    # defaults: no centred jump, no cost -> always worth it
+    assert rw.steps_for(1, 0.5, 20) == 10
+    assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0) == 10  # relative_cost 0 by default
+    # e = 0.5 > relative_cost * c = 0.1 (but < relative_cost + c): the move pays
+    assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0, relative_cost=0.1) == 10
+    assert rw.steps_for(3, 2.0, 20) == 8  # ceil(15 / 2)
+    assert rw.steps_for(3, 0.0, 20) == 0 and rw.steps_for(3, 1e-9, 20) == 20
+
+
+class ReferenceTuner:
+    """The documented adaptation rule of ``rw.Tuner``, written out independently."""
+
+    def __init__(self, d, n_steps, max_steps, adapt_steps=True, relative_cost=0.0):
+        self.d, self.max_steps, self.adapt, self.cost = d, max_steps, adapt_steps, relative_cost
+        self.n_steps, self.chosen = n_steps, n_steps
+        self.chol, self.scale = np.eye(d), 0.1 / math.sqrt(d)
+        self.window = 25
+        self.reset()
+
+    def reset(self):
+        self.points, self.steps, self.jumps, self.centred = [], 0, np.zeros((self.d, self.d)), []
+
+    def update(self, position, info, centred_jump):
+        self.points.append(np.array(position))
+        self.steps += info.proposed
+        self.jumps += info.jump_outer
+        if centred_jump is not None:
+            self.centred.append(np.outer(centred_jump, centred_jump))
+        if info.proposed:  # an iteration without steps leaves the scale alone
+            gain = 1.0 / math.sqrt(1.0 + self.steps / info.proposed)
+            self.scale *= math.exp(gain * (info.accept_probability / info.proposed - 0.234))
+        if len(self.points) == self.window:
+            m = len(self.points)
+            c = np.cov(np.array(self.points).T, ddof=1).reshape(self.d, self.d)
+            c = m / (m + 5) * c + 1e-3 * 5 / (m + 5) * np.eye(self.d)
+            chol = np.linalg.cholesky(c)
+            self.scale *= math.sqrt(np.sum(self.chol**2) / np.sum(chol**2))
+            self.chol = chol
+            if self.adapt:
+                precision = np.linalg.inv(c)
+                e = np.sum(precision * self.jumps) / self.steps
+                centred = np.sum(precision * sum(self.centred)) / len(self.centred)
+                self.chosen = rw.steps_for(self.d, e, self.max_steps, centred, self.cost)
+                self.n_steps = max(self.chosen, 1)
+            self.window *= 2
+            self.reset()
+
+
+@pytest.mark.parametrize("adapt_steps", [True, False])
+def test_tuner_follows_the_documented_rule_exactly(adapt_steps):
+    rng = np.random.default_rng(1)
+    d = 2
+    tuner = rw.Tuner(d, n_steps=4, max_steps=30, adapt_steps=adapt_steps, relative_cost=0.2)
+    reference = ReferenceTuner(d, 4, 30, adapt_steps, 0.2)
+    assert tuner.params.scale == pytest.approx(reference.scale, rel=1e-14)
+    mix = np.array([[1.5, 0.0], [0.7, 0.4]])
+    for it in range(180):  # windows end after 25, 75 and 175 updates
+        position = mix @ rng.standard_normal(d) + 3.0
+        proposed = int(rng.integers(1, 6)) if it % 7 else 0  # some iterations without steps
+        jump = rng.standard_normal(d) * 0.3 * (proposed > 0)
+        info = rw.RWInfo(1, proposed, 0.0, float(rng.uniform(0, proposed)), np.outer(jump, jump))
+        centred = None if it == 0 else rng.standard_normal(d) * 0.2  # none at the first iteration
+        tuner.update(position, info, centred)
+        reference.update(position, info, centred)
+        np.testing.assert_allclose(tuner.params.chol, reference.chol, rtol=1e-10, atol=1e-12,
+                                   err_msg=f"update {it}")
+        assert tuner.params.scale == pytest.approx(reference.scale, rel=1e-10), it
+        assert tuner.n_steps == reference.n_steps, it
+    assert tuner.final_steps() == (reference.chosen if adapt_steps else 4)
+    assert reference.window == 200  # three windows ended
+
+
+@pytest.mark.parametrize("margin, pays", [(1.02, True), (0.98, False)])
+def test_the_cost_rule_averages_the_centred_jumps_of_the_window(margin, pays):
+    # One window of 25 updates, one step each; no centred jump at the first update (as in the
+    # sampler), so the centred mean squared jump averages 24 values. The move pays iff
+    # e = q > relative_cost * c = r: q sits 2% above or below it.
+    r = 0.3
+    for relative_cost in (1.0, None):
+        kwargs = {} if relative_cost is None else {"relative_cost": relative_cost}
+        tuner = rw.Tuner(1, n_steps=1, max_steps=10**6, **kwargs)
+        q = margin * r
+        for it in range(rw.Tuner.first_window):
+            info = rw.RWInfo(1, 1, 0.0, 0.234, np.array([[q]]))
+            tuner.update(np.array([(-1.0) ** it]), info, None if it == 0 else np.array([r**0.5]))
+        # the default relative cost is 0: every move with a positive jump pays
+        assert (tuner.final_steps() > 0) == (pays or relative_cost is None), relative_cost

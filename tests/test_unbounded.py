@@ -3,7 +3,7 @@
 import numpy as np
 import pymc as pm
 import pytest
-from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of
+from mcmc_checks import assert_mean_matches, assert_moments_match, assert_pmf_matches, draws_of
 from oracles import bernoulli_posterior, normal_posterior
 from scipy import stats
 
@@ -29,6 +29,7 @@ def check_bernoulli(idata, exact):
     n = draws_of(idata, "n")
     median = int(exact["n_values"][np.searchsorted(np.cumsum(exact["n_pmf"]), 0.5)])
     assert_mean_matches(n <= median, exact["n_pmf"][exact["n_values"] <= median].sum(), "P(n<=med)")
+    assert_pmf_matches(n.astype(int), exact["n_values"], exact["n_pmf"], "n")
 
 
 @pytest.mark.parametrize(
@@ -123,7 +124,11 @@ def test_n_is_an_ordinary_posterior_variable():
     idata = pmdp.sample(model=model, random_seed=27, draws=200, tune=100, chains=2, cores=1,
                         progressbar=False, compute_convergence_checks=False)
     assert idata["posterior"]["n"].dtype.kind == "i"
-    assert "n" in str(az.summary(idata, var_names=["n"]))
+    summary = az.summary(idata, var_names=["n"], kind="stats")
+    assert list(summary.index) == ["n"]
+    n = draws_of(idata, "n")
+    assert float(summary.loc["n", "mean"]) == pytest.approx(n.mean(), abs=0.01)
+    assert float(summary.loc["n", "sd"]) == pytest.approx(n.std(ddof=1), rel=0.01)
     assert "n_dp" in idata["observed_data"]
 
 
