@@ -27,7 +27,9 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 # linear regression (DESIGN §7)
 # --------------------------------------------------------------------------------------------------
-def regression_release(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 1):
+def regression_release(
+    n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 1
+):
     """A simulated release of the §7 data, as the reference sampler's ``ReferenceRelease``."""
     release, truth = ref.simulate_reference_release(
         n=n, epsilon_s=epsilon_s, epsilon_n=epsilon_n, random_seed=seed
@@ -38,8 +40,10 @@ def regression_release(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float =
 def regression_model(release: ref.ReferenceRelease, bounded_n: int | None = None) -> pm.Model:
     """The §7 model of ``release`` (unbounded DP unless ``bounded_n`` is given)."""
     example = _regression.RegressionRelease(
-        values=np.asarray(release.s_dp, dtype=float), n_dp=int(release.n_dp),
-        epsilon_s=release.epsilon_s, epsilon_n=release.epsilon_n,
+        values=np.asarray(release.s_dp, dtype=float),
+        n_dp=int(release.n_dp),
+        epsilon_s=release.epsilon_s,
+        epsilon_n=release.epsilon_n,
         n=-1 if bounded_n is None else int(bounded_n),
     )
     return _regression.regression_model(example, bounded=bounded_n is not None)
@@ -48,7 +52,9 @@ def regression_model(release: ref.ReferenceRelease, bounded_n: int | None = None
 # --------------------------------------------------------------------------------------------------
 # scalar statistic: Bernoulli records
 # --------------------------------------------------------------------------------------------------
-def bernoulli_model(n: int, unbounded: bool = False, epsilon: float = 1.0, seed: int = 0) -> pm.Model:
+def bernoulli_model(
+    n: int, unbounded: bool = False, epsilon: float = 1.0, seed: int = 0
+) -> pm.Model:
     """``theta ~ Beta(2, 3)``, ``x_i ~ Bernoulli(theta)``, ``s = sum x + Laplace(1/epsilon)``."""
     rng = np.random.default_rng(seed)
     s_dp = rng.binomial(n, 0.4) + rng.laplace(0.0, 1.0 / epsilon)

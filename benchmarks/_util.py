@@ -97,16 +97,31 @@ def _commit() -> str:
     """The repository's commit, with ``+dirty`` if the working tree has changes."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
 
 
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+)
 
 
 def _cpu_model() -> str:
@@ -134,7 +149,12 @@ def table(rows: list[Row]) -> str:
     """The rows as a Markdown table, grouped by section."""
     lines = []
     for section in dict.fromkeys(r.section for r in rows):
-        lines += [f"### {section}", "", "| metric | value | unit | target | note |", "|---|---:|---|---|---|"]
+        lines += [
+            f"### {section}",
+            "",
+            "| metric | value | unit | target | note |",
+            "|---|---:|---|---|---|",
+        ]
         for r in rows:
             if r.section == section:
                 lines.append(

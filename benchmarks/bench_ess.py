@@ -58,11 +58,15 @@ def _has_interweave() -> bool:
 # --------------------------------------------------------------------------------------------------
 def regression_release(seed: int = 1):
     """The §7 release (N = 1000, epsilon_s = 1, epsilon_n = 0.5), in both release formats."""
-    release, _ = ref.simulate_reference_release(n=1000, epsilon_s=1.0, epsilon_n=0.5,
-                                                random_seed=seed)
+    release, _ = ref.simulate_reference_release(
+        n=1000, epsilon_s=1.0, epsilon_n=0.5, random_seed=seed
+    )
     example = regression_example.RegressionRelease(
-        values=np.asarray(release.s_dp, dtype=float), n_dp=int(release.n_dp),
-        epsilon_s=release.epsilon_s, epsilon_n=release.epsilon_n, n=-1,
+        values=np.asarray(release.s_dp, dtype=float),
+        n_dp=int(release.n_dp),
+        epsilon_s=release.epsilon_s,
+        epsilon_n=release.epsilon_n,
+        n=-1,
     )
     return release, example
 
@@ -85,18 +89,24 @@ def user_regression_model(release: regression_example.RegressionRelease) -> pm.M
         n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
         x1 = pmdp.Records("x1", pm.Normal.dist(m1, s1), n=n)
         x2 = pmdp.Records("x2", pm.Normal.dist(a + b * x1, s2), n=n)
-        y = pmdp.Records("y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2,
-                                             1.0 / pt.sqrt(tau)), n=n)
-        pmdp.PrivatizedSum("s", regression_example.regression_statistic_tensor(x1, x2, y),
-                           pmdp.Laplace(epsilon=1.0, sensitivity=9.0), observed=release.values)
+        y = pmdp.Records(
+            "y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2, 1.0 / pt.sqrt(tau)), n=n
+        )
+        pmdp.PrivatizedSum(
+            "s",
+            regression_example.regression_statistic_tensor(x1, x2, y),
+            pmdp.Laplace(epsilon=1.0, sensitivity=9.0),
+            observed=release.values,
+        )
     return model
 
 
 TWO_GROUP_CLAMP = 5.0
 
 
-def two_group_model(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5,
-                    seed: int = 5) -> pm.Model:
+def two_group_model(
+    n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 5
+) -> pm.Model:
     """``g ~ Bernoulli(p)``, ``y | g ~ N(mu[g], sigma)``; released sums of ``g``, ``g y``, ``y``,
     ``y^2`` (``y`` clamped to ``[-5, 5]`` and divided by 5; L1 sensitivity 4), ``n`` unknown.
     Truth: ``p = 0.3``, ``mu = (-1, 2)``, ``sigma = 1``."""
@@ -116,13 +126,18 @@ def two_group_model(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.
         group = pmdp.Records("g", pm.Bernoulli.dist(p), n=size)
         y_rec = pmdp.Records("y", pm.Normal.dist(mu[group], sigma), n=size)
         v_rec = pt.clip(y_rec, -TWO_GROUP_CLAMP, TWO_GROUP_CLAMP) / TWO_GROUP_CLAMP
-        pmdp.PrivatizedSum("s", pt.stack([group, group * v_rec, v_rec, v_rec**2], axis=1),
-                           mechanism, observed=values)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([group, group * v_rec, v_rec, v_rec**2], axis=1),
+            mechanism,
+            observed=values,
+        )
     return model
 
 
-def bernoulli_model(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5,
-                    seed: int = 6) -> pm.Model:
+def bernoulli_model(
+    n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 6
+) -> pm.Model:
     """``theta ~ Beta(1, 1)``, ``x ~ Bernoulli(theta)`` (truth 0.4), ``sum x + Laplace(1)``, ``n``
     unknown."""
     rng = np.random.default_rng(seed)
@@ -140,14 +155,16 @@ def bernoulli_model(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.
 POISSON_CLAMP = 10
 
 
-def poisson_model(n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5,
-                  seed: int = 7) -> pm.Model:
+def poisson_model(
+    n: int = 1000, epsilon_s: float = 1.0, epsilon_n: float = 0.5, seed: int = 7
+) -> pm.Model:
     """``lam ~ Gamma(2, 0.5)``, ``x ~ Poisson(lam)`` (truth 3), ``sum min(x, 10) + Laplace(10)``,
     ``n`` unknown."""
     rng = np.random.default_rng(seed)
     mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=float(POISSON_CLAMP))
     s_dp = np.minimum(rng.poisson(3.0, size=n), POISSON_CLAMP).sum() + float(
-        mechanism.simulate(random_seed=rng))
+        mechanism.simulate(random_seed=rng)
+    )
     n_dp = n + int(pmdp.DiscreteLaplace(epsilon=epsilon_n).simulate(random_seed=rng))
     with pm.Model() as model:
         lam = pm.Gamma("lam", alpha=2.0, beta=0.5)
@@ -187,12 +204,23 @@ def _rhat(draws: np.ndarray) -> float:
     return float(az.rhat(np.asarray(draws, dtype=float)))
 
 
-def _summarise(components: dict[str, np.ndarray], seconds: float, cpu_seconds: float,
-               iterations: int) -> dict:
+def _summarise(
+    components: dict[str, np.ndarray], seconds: float, cpu_seconds: float, iterations: int
+) -> dict:
     """ESS, ESS/s (wall and CPU), IAT and R-hat per component, for ``seconds`` of sampling."""
-    out = {"seconds": seconds, "cpu_seconds": cpu_seconds, "iterations": iterations,
-           "per_1000": 1000 * seconds / iterations, "cpu_per_1000": 1000 * cpu_seconds / iterations,
-           "ess": {}, "ess_per_s": {}, "ess_per_cpu_s": {}, "iat": {}, "rhat": {}, "mean": {}}
+    out = {
+        "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
+        "iterations": iterations,
+        "per_1000": 1000 * seconds / iterations,
+        "cpu_per_1000": 1000 * cpu_seconds / iterations,
+        "ess": {},
+        "ess_per_s": {},
+        "ess_per_cpu_s": {},
+        "iat": {},
+        "rhat": {},
+        "mean": {},
+    }
     for name, draws in components.items():
         effective = ess(draws)
         out["ess"][name] = effective
@@ -241,21 +269,28 @@ class _LoopClock:
         return wall, cpu
 
 
-def run_pmdp(build, draws: int, tune: int, seed: int, interweave: bool | None,
-             step_factory=None) -> dict:
+def run_pmdp(
+    build, draws: int, tune: int, seed: int, interweave: bool | None, step_factory=None
+) -> dict:
     """``pmdp.sample`` on a freshly built model after a short warm-up on the same model."""
     model = build()
     kwargs = {} if interweave is None or not _has_interweave() else {"interweave": interweave}
-    common = {"chains": CHAINS, "cores": 1, "progressbar": False,
-              "compute_convergence_checks": False, **kwargs}
+    common = {
+        "chains": CHAINS,
+        "cores": 1,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+        **kwargs,
+    }
     clock = _LoopClock()
     with model:
         step = step_factory(model) if step_factory else None
         pmdp.sample(draws=5, tune=5, random_seed=seed + 1000, step=step, **common)
         step = step_factory(model) if step_factory else None
         start_wall, start_cpu = time.perf_counter(), time.process_time()
-        result = pmdp.sample(draws=draws, tune=tune, random_seed=seed, step=step, callback=clock,
-                             **common)
+        result = pmdp.sample(
+            draws=draws, tune=tune, random_seed=seed, step=step, callback=clock, **common
+        )
         wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
     posterior = _group(result, "posterior")
     stats = _group(result, "sample_stats")
@@ -263,17 +298,27 @@ def run_pmdp(build, draws: int, tune: int, seed: int, interweave: bool | None,
     iterations = CHAINS * (draws + tune)
     names = _parameter_names(model)
     out = _summarise(_components(posterior, names), loop_wall, loop_cpu, iterations)
-    out.update(wall=wall, cpu=cpu, setup=wall - loop_wall, parameters=names,
-               pymc_sampling_time=float(posterior.attrs.get("sampling_time", float("nan"))),
-               interweave_requested=kwargs.get("interweave"), tune=tune, draws=draws)
+    out.update(
+        wall=wall,
+        cpu=cpu,
+        setup=wall - loop_wall,
+        parameters=names,
+        pymc_sampling_time=float(posterior.attrs.get("sampling_time", float("nan"))),
+        interweave_requested=kwargs.get("interweave"),
+        tune=tune,
+        draws=draws,
+    )
     if "n" in posterior:
         n = np.asarray(posterior["n"].values, dtype=float)
         out["n"] = {"ess": ess(n), "ess_per_s": ess(n) / loop_wall, "mean": float(n.mean())}
     out["interweave_accept_rate"] = _mean_stat(stats, "interweave_accept_rate")
     out["interweave_steps"] = _mean_stat(stats, "interweave_steps")
     out["n_steps"] = _mean_stat(stats, "n_steps")
-    out["divergences"] = (int(np.asarray(stats["diverging"].values).sum())
-                          if stats is not None and "diverging" in stats else None)
+    out["divergences"] = (
+        int(np.asarray(stats["diverging"].values).sum())
+        if stats is not None and "diverging" in stats
+        else None
+    )
     return out
 
 
@@ -281,8 +326,9 @@ def run_reference(release, draws: int, tune: int, seed: int) -> dict:
     """The NumPy reference sampler, ``CHAINS`` chains one after another, ``tune`` burn-in each."""
     chains, start, start_cpu = [], time.perf_counter(), time.process_time()
     for chain in range(CHAINS):
-        chains.append(ref.reference_regression_sampler(release, tune + draws,
-                                                       random_seed=seed + chain))
+        chains.append(
+            ref.reference_regression_sampler(release, tune + draws, random_seed=seed + chain)
+        )
     seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     beta = np.stack([c["beta"][tune:] for c in chains])
     components = {f"beta[{j}]": beta[..., j] for j in range(3)}
@@ -291,8 +337,9 @@ def run_reference(release, draws: int, tune: int, seed: int) -> dict:
     out = _summarise(components, seconds, cpu, CHAINS * (tune + draws))
     n = np.stack([c["n"][tune:] for c in chains]).astype(float)
     out["n"] = {"ess": ess(n), "ess_per_s": ess(n) / seconds, "mean": float(n.mean())}
-    out.update(wall=seconds, cpu=cpu, setup=0.0, parameters=["beta", "tau", "mu"], tune=tune,
-               draws=draws)
+    out.update(
+        wall=seconds, cpu=cpu, setup=0.0, parameters=["beta", "tau", "mu"], tune=tune, draws=draws
+    )
     return out
 
 
@@ -326,34 +373,70 @@ def _sampler_rows(workload: str, label: str, run: dict, focus) -> list[Row]:
     median_cpu = float(np.median(list(run["ess_per_cpu_s"].values())))
     iterations = f"{run['tune']:,} tune + {run['draws']:,} draws per chain"
     rows = [
-        Row(section, f"{label}: seconds per 1,000 iterations", run["per_1000"], "s (wall)", "",
+        Row(
+            section,
+            f"{label}: seconds per 1,000 iterations",
+            run["per_1000"],
+            "s (wall)",
+            "",
             f"CPU {run['cpu_per_1000']:.3g} s; {iterations}; set-up {run['setup']:.1f} s"
-            + (f"; {run['n_steps']:.1f} leapfrog steps/it., {run['divergences']} divergences"
-               if run.get("n_steps") is not None else "")),
-        Row(section, f"{label}: min bulk ESS/s" + (f" over {', '.join(focus)}" if focus else ""),
-            rate[worst], "1/s (wall)", "",
-            f"{worst}, ESS {run['ess'][worst]:.0f}; per CPU second {_fmt(min(cpu_rate.values()))}"),
-        Row(section, f"{label}: median bulk ESS/s (all parameters)", median, "1/s (wall)", "",
+            + (
+                f"; {run['n_steps']:.1f} leapfrog steps/it., {run['divergences']} divergences"
+                if run.get("n_steps") is not None
+                else ""
+            ),
+        ),
+        Row(
+            section,
+            f"{label}: min bulk ESS/s" + (f" over {', '.join(focus)}" if focus else ""),
+            rate[worst],
+            "1/s (wall)",
+            "",
+            f"{worst}, ESS {run['ess'][worst]:.0f}; per CPU second {_fmt(min(cpu_rate.values()))}",
+        ),
+        Row(
+            section,
+            f"{label}: median bulk ESS/s (all parameters)",
+            median,
+            "1/s (wall)",
+            "",
             f"per CPU second {_fmt(median_cpu)}; max R-hat {max(run['rhat'].values()):.3f}"
-            + (f"; n: ESS/s {_fmt(run['n']['ess_per_s'])}" if "n" in run else "")),
-        Row(section, f"{label}: IAT, largest", max(iat.values()), "iterations", "",
-            "; ".join(f"{k} {_fmt(v)}" for k, v in iat.items())),
+            + (f"; n: ESS/s {_fmt(run['n']['ess_per_s'])}" if "n" in run else ""),
+        ),
+        Row(
+            section,
+            f"{label}: IAT, largest",
+            max(iat.values()),
+            "iterations",
+            "",
+            "; ".join(f"{k} {_fmt(v)}" for k, v in iat.items()),
+        ),
     ]
     if run.get("interweave_accept_rate") is not None:
-        rows.append(Row(section, f"{label}: interweave acceptance rate",
-                        run["interweave_accept_rate"], "", "",
-                        f"{_fmt(run['interweave_steps'])} random-walk steps per iteration"))
+        rows.append(
+            Row(
+                section,
+                f"{label}: interweave acceptance rate",
+                run["interweave_accept_rate"],
+                "",
+                "",
+                f"{_fmt(run['interweave_steps'])} random-walk steps per iteration",
+            )
+        )
     return rows
 
 
 def _ratio(default: dict, plain: dict, key: str, focus) -> tuple[float, float]:
     d, p = _subset(default[key], focus), _subset(plain[key], focus)
-    return (min(d.values()) / min(p.values()),
-            float(np.median(list(default[key].values())) / np.median(list(plain[key].values()))))
+    return (
+        min(d.values()) / min(p.values()),
+        float(np.median(list(default[key].values())) / np.median(list(plain[key].values()))),
+    )
 
 
-def _comparison_rows(workload: str, default: dict, plain: dict, focus,
-                     speedup_target=None) -> tuple[list[Row], dict]:
+def _comparison_rows(
+    workload: str, default: dict, plain: dict, focus, speedup_target=None
+) -> tuple[list[Row], dict]:
     section = f"{SECTION}: {workload}"
     speedup_min, speedup_median = _ratio(default, plain, "ess_per_s", focus)
     cpu_min, cpu_median = _ratio(default, plain, "ess_per_cpu_s", focus)
@@ -364,16 +447,32 @@ def _comparison_rows(workload: str, default: dict, plain: dict, focus,
     if speedup_target:
         met = f"{_met(speedup_min >= speedup_target)} (CPU: {_met(cpu_min >= speedup_target)}); "
     rows = [
-        Row(section, f"speed-up of {what}, default / interweave=False", speedup_min, "x (wall)",
+        Row(
+            section,
+            f"speed-up of {what}, default / interweave=False",
+            speedup_min,
+            "x (wall)",
             f">= {speedup_target:g}x" if speedup_target else "",
             f"{met}per CPU second {_fmt(cpu_min)}x; median over all parameters "
-            f"{_fmt(speedup_median)}x"),
-        Row(section, "iteration cost, default / interweave=False", cost, "x (wall)", "<= 2x",
-            f"{_met(cost <= 2.0)}; CPU {_fmt(cpu_cost)}x ({_met(cpu_cost <= 2.0)})"),
+            f"{_fmt(speedup_median)}x",
+        ),
+        Row(
+            section,
+            "iteration cost, default / interweave=False",
+            cost,
+            "x (wall)",
+            "<= 2x",
+            f"{_met(cost <= 2.0)}; CPU {_fmt(cpu_cost)}x ({_met(cpu_cost <= 2.0)})",
+        ),
     ]
-    return rows, {"speedup_min": speedup_min, "speedup_median": speedup_median,
-                  "speedup_min_cpu": cpu_min, "speedup_median_cpu": cpu_median,
-                  "cost_ratio": cost, "cost_ratio_cpu": cpu_cost}
+    return rows, {
+        "speedup_min": speedup_min,
+        "speedup_median": speedup_median,
+        "speedup_min_cpu": cpu_min,
+        "speedup_median_cpu": cpu_median,
+        "cost_ratio": cost,
+        "cost_ratio_cpu": cpu_cost,
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -388,34 +487,64 @@ def run(quick: bool) -> tuple[list[Row], dict]:
     rows: list[Row] = []
     raw: dict = {"chains": CHAINS, "interweave_api": available, "workloads": {}}
     if not available:
-        rows.append(Row(SECTION, "interweave API", float("nan"), "", "",
-                        "pmdp.sample has no `interweave` argument in this tree: both pmdp rows "
-                        "are the plain data-augmentation sampler"))
+        rows.append(
+            Row(
+                SECTION,
+                "interweave API",
+                float("nan"),
+                "",
+                "",
+                "pmdp.sample has no `interweave` argument in this tree: both pmdp rows "
+                "are the plain data-augmentation sampler",
+            )
+        )
     release, example = regression_release(seed=1)
     atus_data = atus_example.load_atus()
     atus_release = atus_example.privatize_atus(atus_data, epsilon_s=1.0, epsilon_n=1.0, seed=3)
     atus_kind = "real data" if not atus_data.simulated else "SIMULATED stand-in"
-    atus_name = (f"ATUS, unbounded, atus_gibbs_step ({atus_kind}, n = {atus_data.n}, "
-                 "epsilon_s = 1, epsilon_n = 1)")
+    atus_name = (
+        f"ATUS, unbounded, atus_gibbs_step ({atus_kind}, n = {atus_data.n}, "
+        "epsilon_s = 1, epsilon_n = 1)"
+    )
     workloads = [
-        ("regression N = 1000, user-written model, NUTS",
-         lambda: user_regression_model(example), None, ("beta", "tau"),
-         {"min_rate": 50.0, "speedup": 20.0}, long_run),
-        ("regression N = 1000, examples.regression model, conjugate step",
-         lambda: regression_example.regression_model(example),
-         regression_example.regression_gibbs_step, None,
-         {"max_iat": 3.0, "min_rate": 500.0}, long_run),
-        (atus_name, lambda: atus_example.atus_model(atus_release, bounded=False),
-         atus_example.atus_gibbs_step, ("alpha",),
-         {"speedup": 10.0}, short_run),
-        ("two groups (index variable), N = 1000, unbounded, NUTS", two_group_model, None, None, {},
-         short_run),
-        ("Bernoulli counts, N = 1000, unbounded, NUTS", bernoulli_model, None, None, {},
-         short_run),
+        (
+            "regression N = 1000, user-written model, NUTS",
+            lambda: user_regression_model(example),
+            None,
+            ("beta", "tau"),
+            {"min_rate": 50.0, "speedup": 20.0},
+            long_run,
+        ),
+        (
+            "regression N = 1000, examples.regression model, conjugate step",
+            lambda: regression_example.regression_model(example),
+            regression_example.regression_gibbs_step,
+            None,
+            {"max_iat": 3.0, "min_rate": 500.0},
+            long_run,
+        ),
+        (
+            atus_name,
+            lambda: atus_example.atus_model(atus_release, bounded=False),
+            atus_example.atus_gibbs_step,
+            ("alpha",),
+            {"speedup": 10.0},
+            short_run,
+        ),
+        (
+            "two groups (index variable), N = 1000, unbounded, NUTS",
+            two_group_model,
+            None,
+            None,
+            {},
+            short_run,
+        ),
+        ("Bernoulli counts, N = 1000, unbounded, NUTS", bernoulli_model, None, None, {}, short_run),
         ("Poisson counts, N = 1000, unbounded, NUTS", poisson_model, None, None, {}, short_run),
     ]
     for index, (workload, build, step_factory, focus, targets, (tune, draws)) in enumerate(
-            workloads):
+        workloads
+    ):
         seed = 11 + index
         print(f"  [ess] {workload} ...", flush=True)
         runs = {}
@@ -425,16 +554,25 @@ def run(quick: bool) -> tuple[list[Row], dict]:
             runs[REFERENCE] = run_reference(release, ref_draws, ref_tune, seed)
         for label, result in runs.items():
             rows += _sampler_rows(workload, label, result, focus)
-        comparison, summary = _comparison_rows(workload, runs[DEFAULT], runs[PLAIN], focus,
-                                               targets.get("speedup"))
+        comparison, summary = _comparison_rows(
+            workload, runs[DEFAULT], runs[PLAIN], focus, targets.get("speedup")
+        )
         rows += comparison
         rows += _target_rows(workload, runs[DEFAULT], focus, targets)
         if REFERENCE in runs:
             ratio, _ = _ratio(runs[DEFAULT], runs[REFERENCE], "ess_per_s", None)
             cpu_ratio, _ = _ratio(runs[DEFAULT], runs[REFERENCE], "ess_per_cpu_s", None)
-            rows.append(Row(f"{SECTION}: {workload}", "min ESS/s, default / reference", ratio,
-                            "x (wall)", "", f"per CPU second {_fmt(cpu_ratio)}x; the reference "
-                            "is timed around the whole call (no set-up to exclude)"))
+            rows.append(
+                Row(
+                    f"{SECTION}: {workload}",
+                    "min ESS/s, default / reference",
+                    ratio,
+                    "x (wall)",
+                    "",
+                    f"per CPU second {_fmt(cpu_ratio)}x; the reference "
+                    "is timed around the whole call (no set-up to exclude)",
+                )
+            )
             summary["vs_reference"] = ratio
             summary["vs_reference_cpu"] = cpu_ratio
         raw["workloads"][workload] = {"runs": runs, "summary": summary}
@@ -449,13 +587,27 @@ def _target_rows(workload: str, run: dict, focus, targets: dict) -> list[Row]:
     if "min_rate" in targets:
         value = min(_subset(run["ess_per_s"], focus).values())
         cpu = min(_subset(run["ess_per_cpu_s"], focus).values())
-        rows.append(Row(section, "target: default min bulk ESS/s"
-                        + (f" over {', '.join(focus)}" if focus else ""), value, "1/s (wall)",
-                        f">= {targets['min_rate']:g}",
-                        f"{_met(value >= targets['min_rate'])}; per CPU second {_fmt(cpu)} "
-                        f"({_met(cpu >= targets['min_rate'])})"))
+        rows.append(
+            Row(
+                section,
+                "target: default min bulk ESS/s" + (f" over {', '.join(focus)}" if focus else ""),
+                value,
+                "1/s (wall)",
+                f">= {targets['min_rate']:g}",
+                f"{_met(value >= targets['min_rate'])}; per CPU second {_fmt(cpu)} "
+                f"({_met(cpu >= targets['min_rate'])})",
+            )
+        )
     if "max_iat" in targets:
         value = max(run["iat"].values())
-        rows.append(Row(section, "target: default largest IAT", value, "iterations",
-                        f"<= {targets['max_iat']:g}", _met(value <= targets["max_iat"])))
+        rows.append(
+            Row(
+                section,
+                "target: default largest IAT",
+                value,
+                "iterations",
+                f"<= {targets['max_iat']:g}",
+                _met(value <= targets["max_iat"]),
+            )
+        )
     return rows

@@ -64,8 +64,12 @@ def measure(kind: str, n: int, min_time: float = 0.2, repeats: int = 5) -> dict:
     loop_s = best_time(loop, repeats, min_time)
     propose_s = best_time(lambda: compiled.propose(point, n), repeats, min_time)
     return {
-        "kind": kind, "n": n, "dim": int(proposed.shape[1]),
-        "sweep_s": sweep_s, "loop_s": loop_s, "propose_s": propose_s,
+        "kind": kind,
+        "n": n,
+        "dim": int(proposed.shape[1]),
+        "sweep_s": sweep_s,
+        "loop_s": loop_s,
+        "propose_s": propose_s,
     }
 
 
@@ -78,15 +82,47 @@ def run(quick: bool) -> tuple[list[Row], dict]:
             raw.append(m)
             label = f"{kind} (d={m['dim']}), N={n:.0e}"
             target = ">= 2e7" if kind == "scalar" else ""
-            rows.append(Row(SECTION, f"{label}: whole sweep", n / m["sweep_s"], "records/s", target,
-                            f"{1e9 * m['sweep_s'] / n:.0f} ns/record"))
-            rows.append(Row(SECTION, f"{label}: numba loop alone", n / m["loop_s"], "records/s", "",
-                            f"{1e9 * m['loop_s'] / n:.1f} ns/record"))
-            rows.append(Row(SECTION, f"{label}: proposals alone", n / m["propose_s"], "records/s", "",
-                            f"{1e9 * m['propose_s'] / n:.0f} ns/record"))
+            rows.append(
+                Row(
+                    SECTION,
+                    f"{label}: whole sweep",
+                    n / m["sweep_s"],
+                    "records/s",
+                    target,
+                    f"{1e9 * m['sweep_s'] / n:.0f} ns/record",
+                )
+            )
+            rows.append(
+                Row(
+                    SECTION,
+                    f"{label}: numba loop alone",
+                    n / m["loop_s"],
+                    "records/s",
+                    "",
+                    f"{1e9 * m['loop_s'] / n:.1f} ns/record",
+                )
+            )
+            rows.append(
+                Row(
+                    SECTION,
+                    f"{label}: proposals alone",
+                    n / m["propose_s"],
+                    "records/s",
+                    "",
+                    f"{1e9 * m['propose_s'] / n:.0f} ns/record",
+                )
+            )
     for kind in ("scalar", "9-dim"):
         per_record = [m["sweep_s"] / m["n"] for m in raw if m["kind"] == kind]
         growth = per_record[-1] / per_record[1]  # from N = 1e4 (no call overhead) to the largest N
-        rows.append(Row(SECTION, f"{kind}: ns/record at N={sizes[-1]:.0e} over N=1e4", growth, "x",
-                        "~1 (linear in N)", "cost per record; 1 = exactly linear"))
+        rows.append(
+            Row(
+                SECTION,
+                f"{kind}: ns/record at N={sizes[-1]:.0e} over N=1e4",
+                growth,
+                "x",
+                "~1 (linear in N)",
+                "cost per record; 1 = exactly linear",
+            )
+        )
     return rows, {"kernels": raw}

@@ -34,11 +34,20 @@ def _child(n: int, draws: int) -> None:
 
     compile_model(model)
     tracemalloc.start()
-    pmdp.sample(model=model, draws=draws, tune=50, chains=1, random_seed=1, progressbar=False,
-                compute_convergence_checks=False)
+    pmdp.sample(
+        model=model,
+        draws=draws,
+        tune=50,
+        chains=1,
+        random_seed=1,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(json.dumps({"n": n, "draws": draws, "traced_peak_bytes": peak, "maxrss_kb": _peak_rss_kb()}))
+    print(
+        json.dumps({"n": n, "draws": draws, "traced_peak_bytes": peak, "maxrss_kb": _peak_rss_kb()})
+    )
 
 
 def _peak_rss_kb() -> int:
@@ -62,7 +71,11 @@ def measure(n: int, draws: int) -> dict:
     env = dict(os.environ)
     out = subprocess.run(
         [sys.executable, str(HERE / "bench_memory.py"), "--child", str(n), str(draws)],
-        capture_output=True, text=True, env=env, check=True, cwd=HERE,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        cwd=HERE,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -78,17 +91,31 @@ def run(quick: bool) -> tuple[list[Row], dict]:
             m = measure(n, draws)
             raw.append(m)
             peak = m["traced_peak_bytes"]
-            rows.append(Row(SECTION, f"N={n:.0e}, {draws} draws: peak allocated while sampling",
-                            peak / 2**20, "MB", "O(N), flat in draws",
-                            f"{peak / n:.0f} bytes per record; process peak RSS "
-                            f"{m['maxrss_kb'] / 1024:.0f} MB"))
+            rows.append(
+                Row(
+                    SECTION,
+                    f"N={n:.0e}, {draws} draws: peak allocated while sampling",
+                    peak / 2**20,
+                    "MB",
+                    "O(N), flat in draws",
+                    f"{peak / n:.0f} bytes per record; process peak RSS "
+                    f"{m['maxrss_kb'] / 1024:.0f} MB",
+                )
+            )
     first = [m for m in raw if m["draws"] == draw_counts[0]]
     slope = (first[-1]["traced_peak_bytes"] - first[0]["traced_peak_bytes"]) / (
         first[-1]["n"] - first[0]["n"]
     )
-    rows.append(Row(SECTION, f"marginal memory per record (N={first[0]['n']:.0e} to "
-                    f"{first[-1]['n']:.0e})", slope, "bytes/record", "O(1)",
-                    "records, their statistics, proposals and the kernel's buffers"))
+    rows.append(
+        Row(
+            SECTION,
+            f"marginal memory per record (N={first[0]['n']:.0e} to {first[-1]['n']:.0e})",
+            slope,
+            "bytes/record",
+            "O(1)",
+            "records, their statistics, proposals and the kernel's buffers",
+        )
+    )
     return rows, {"memory": raw}
 
 

@@ -38,19 +38,43 @@ def run(quick: bool) -> tuple[list[Row], dict]:
         for method, options in (("auto", {}), ("em", {"max_iterations": em_iterations})):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                fit, wall, cpu = timed(lambda m=method, o=options, model=model: pmdp.mcem(
-                    model, method=m, random_seed=1, progressbar=False, **o))
+                fit, wall, cpu = timed(
+                    lambda m=method, o=options, model=model: pmdp.mcem(
+                        model, method=m, random_seed=1, progressbar=False, **o
+                    )
+                )
             beta = np.round(np.asarray(fit.estimate["beta"], dtype=float), 3).tolist()
             tau = float(fit.estimate["tau"])
             se = np.round(np.asarray(fit.standard_error["beta"], dtype=float), 3).tolist()
             mc = np.round(np.asarray(fit.mc_error["beta"], dtype=float), 4).tolist()
-            note = (f"{fit.converged.value} ({fit.method}); beta {beta} se {se} mc {mc}; "
-                    f"tau {tau:.4g}; missing information {fit.missing_information:.3f}")
-            rows.append(Row("mle", f"{label}: method={method}", wall, "s (wall)",
-                            "<= 300 s" if method == "auto" else "", note))
-            raw["mle"].append({"release": label, "method": method, "wall": wall, "cpu": cpu,
-                               "converged": fit.converged.value, "fit_method": fit.method,
-                               "beta": beta, "tau": tau, "se_beta": se, "mc_beta": mc,
-                               "missing_information": fit.missing_information,
-                               "reason": fit.reason})
+            note = (
+                f"{fit.converged.value} ({fit.method}); beta {beta} se {se} mc {mc}; "
+                f"tau {tau:.4g}; missing information {fit.missing_information:.3f}"
+            )
+            rows.append(
+                Row(
+                    "mle",
+                    f"{label}: method={method}",
+                    wall,
+                    "s (wall)",
+                    "<= 300 s" if method == "auto" else "",
+                    note,
+                )
+            )
+            raw["mle"].append(
+                {
+                    "release": label,
+                    "method": method,
+                    "wall": wall,
+                    "cpu": cpu,
+                    "converged": fit.converged.value,
+                    "fit_method": fit.method,
+                    "beta": beta,
+                    "tau": tau,
+                    "se_beta": se,
+                    "mc_beta": mc,
+                    "missing_information": fit.missing_information,
+                    "reason": fit.reason,
+                }
+            )
     return rows, raw

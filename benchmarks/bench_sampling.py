@@ -93,21 +93,29 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
     idata, cpu, wall, n_moves = run_sampler(model, draws, tune, seed=1)
     stats = idata["sample_stats"]
     runs["pmdp.sample, NUTS"] = {
-        "cpu": cpu, "wall": wall, "iterations": tune + draws, "draws": _posterior(idata),
+        "cpu": cpu,
+        "wall": wall,
+        "iterations": tune + draws,
+        "draws": _posterior(idata),
         "note": f"{tune} tune + {draws} draws; {float(stats['n_steps'].values.mean()):.1f} "
-                f"leapfrog steps/iteration, {int(stats['diverging'].values.sum())} divergences",
+        f"leapfrog steps/iteration, {int(stats['diverging'].values.sum())} divergences",
     }
     gibbs = regression_conjugate_step(model)
     idata, cpu, wall, _ = run_sampler(model, draws, tune, seed=1, parameter_step=gibbs)
     runs["pmdp.sample, ConjugateGibbs"] = {
-        "cpu": cpu, "wall": wall, "iterations": tune + draws, "draws": _posterior(idata),
+        "cpu": cpu,
+        "wall": wall,
+        "iterations": tune + draws,
+        "draws": _posterior(idata),
         "note": f"{tune} + {draws} iterations; exact conjugate updates (pymc_unbounded_dp.conjugate)",
     }
     reference, wall, cpu = timed(
         lambda: ref.reference_regression_sampler(release, ref_iter, n_moves, random_seed=1)
     )
     runs["reference (NumPy, exact Gibbs)"] = {
-        "cpu": cpu, "wall": wall, "iterations": ref_iter,
+        "cpu": cpu,
+        "wall": wall,
+        "iterations": ref_iter,
         "draws": _reference_posterior(reference, ref_burn),
         "note": f"{ref_burn} + {ref_iter - ref_burn} iterations",
     }
@@ -117,21 +125,49 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
     for label, run in runs.items():
         per_1000 = 1000 * run["cpu"] / run["iterations"]
         speedup = reference_per_1000 / per_1000
-        rows.append(Row(REGRESSION, f"{label}: seconds per 1,000 iterations", per_1000, "s",
-                        "<= 1.5 (15 s / 10,000)" if label.startswith("pmdp") else "",
-                        f"{run['note']}; {speedup:.2g}x the reference's speed; wall clock "
-                        f"{1000 * run['wall'] / run['iterations']:.2f} s"))
-        raw["runs"][label] = {"cpu_s": run["cpu"], "wall_s": run["wall"],
-                              "iterations": run["iterations"], "ess": {}, "mean": {}}
+        rows.append(
+            Row(
+                REGRESSION,
+                f"{label}: seconds per 1,000 iterations",
+                per_1000,
+                "s",
+                "<= 1.5 (15 s / 10,000)" if label.startswith("pmdp") else "",
+                f"{run['note']}; {speedup:.2g}x the reference's speed; wall clock "
+                f"{1000 * run['wall'] / run['iterations']:.2f} s",
+            )
+        )
+        raw["runs"][label] = {
+            "cpu_s": run["cpu"],
+            "wall_s": run["wall"],
+            "iterations": run["iterations"],
+            "ess": {},
+            "mean": {},
+        }
         for name in QUANTITIES:
             values = run["draws"][name]
             effective = ess(values)
             raw["runs"][label]["ess"][name] = effective
             raw["runs"][label]["mean"][name] = float(values.mean())
-            rows.append(Row(REGRESSION, f"{label}: ESS/s {name}", effective / run["cpu"], "1/s", "",
-                            f"ESS {effective:.0f} of {values.size}; mean {values.mean():.3f}"))
-    rows.append(Row(REGRESSION, "birth/death moves per iteration (all samplers)", n_moves, "", "",
-                    "ReversibleJump's default"))
+            rows.append(
+                Row(
+                    REGRESSION,
+                    f"{label}: ESS/s {name}",
+                    effective / run["cpu"],
+                    "1/s",
+                    "",
+                    f"ESS {effective:.0f} of {values.size}; mean {values.mean():.3f}",
+                )
+            )
+    rows.append(
+        Row(
+            REGRESSION,
+            "birth/death moves per iteration (all samplers)",
+            n_moves,
+            "",
+            "",
+            "ReversibleJump's default",
+        )
+    )
     return rows, {"regression": raw}
 
 
@@ -159,8 +195,13 @@ def _profiled_run(model, tune: int, draws: int, parameter_step=None) -> pstats.S
 
 
 def _calls(stats: pstats.Stats, path_end: str, function: str) -> int:
-    return int(sum(v[1] for k, v in stats.stats.items()
-                   if k[2] == function and k[0].replace("\\", "/").endswith(path_end)))
+    return int(
+        sum(
+            v[1]
+            for k, v in stats.stats.items()
+            if k[2] == function and k[0].replace("\\", "/").endswith(path_end)
+        )
+    )
 
 
 def profile(quick: bool) -> tuple[list[Row], dict]:
@@ -192,7 +233,9 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
             "ConjugateGibbs: sufficient statistics, draws, transforms": gibbs,
             "records: proposals (PyTensor propose)": propose,
             "records: log prior of n": log_prior_n,
-            "records: numba loops, uniforms, bookkeeping": records - propose - set_records
+            "records: numba loops, uniforms, bookkeeping": records
+            - propose
+            - set_records
             - log_prior_n,
             "records: set_records (write PyMC containers)": set_records,
             "PyMC: compound step, point/trace handling": loop - nuts - gibbs - records,
@@ -200,14 +243,25 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
         section = f"{PROFILE}, {label}"
         note = f"{iterations} iterations under cProfile (which adds overhead)"
         if n_grad:
-            note += (f"; {n_grad / iterations:.1f} gradient evaluations per iteration, "
-                     f"{1e6 * gradients / n_grad:.0f} us each")
-        rows.append(Row(section, "sampling loop per iteration", 1e3 * loop / iterations, "ms", "",
-                        note))
+            note += (
+                f"; {n_grad / iterations:.1f} gradient evaluations per iteration, "
+                f"{1e6 * gradients / n_grad:.0f} us each"
+            )
+        rows.append(
+            Row(section, "sampling loop per iteration", 1e3 * loop / iterations, "ms", "", note)
+        )
         for part, seconds in parts.items():
             if seconds > 0:
-                rows.append(Row(section, part, 1e3 * seconds / iterations, "ms/iteration", "",
-                                f"{100 * seconds / loop:.0f}%"))
+                rows.append(
+                    Row(
+                        section,
+                        part,
+                        1e3 * seconds / iterations,
+                        "ms/iteration",
+                        "",
+                        f"{100 * seconds / loop:.0f}%",
+                    )
+                )
         raw[label] = {part: seconds / iterations for part, seconds in parts.items()}
         raw[label]["loop"] = loop / iterations
         raw[label]["gradient_evaluations_per_iteration"] = n_grad / iterations
@@ -233,18 +287,35 @@ def _step_times(model, tune: int, draws: int, label: str, parameter_step) -> lis
         idata = pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
         total = time.process_time() - start
     iterations = tune + draws
-    rows = [Row(section, "pm.sample total per iteration", 1e3 * total / iterations, "ms", "",
-                "CPU time, no profiler")]
+    rows = [
+        Row(
+            section,
+            "pm.sample total per iteration",
+            1e3 * total / iterations,
+            "ms",
+            "",
+            "CPU time, no profiler",
+        )
+    ]
     for name, seconds in totals.items():
         note = f"{100 * seconds / total:.0f}%"
         if name == "NUTS":
             steps = float(idata["sample_stats"]["n_steps"].values.mean())
             note += f"; {steps:.1f} leapfrog steps per iteration"
-        rows.append(Row(section, f"{name}.step", 1e3 * seconds / iterations, "ms/iteration", "",
-                        note))
+        rows.append(
+            Row(section, f"{name}.step", 1e3 * seconds / iterations, "ms/iteration", "", note)
+        )
     rest = total - sum(totals.values())
-    rows.append(Row(section, "PyMC: everything else (trace, points, set-up, InferenceData)",
-                    1e3 * rest / iterations, "ms/iteration", "", f"{100 * rest / total:.0f}%"))
+    rows.append(
+        Row(
+            section,
+            "PyMC: everything else (trace, points, set-up, InferenceData)",
+            1e3 * rest / iterations,
+            "ms/iteration",
+            "",
+            f"{100 * rest / total:.0f}%",
+        )
+    )
     return rows
 
 
@@ -277,12 +348,30 @@ def _components(model) -> list[Row]:
     q = np.concatenate([np.ravel(point[v.name]) for v in free])
     gradient_s = best_time(lambda: logp_dlogp(q), 5, 0.2)
     return [
-        Row(section, "record sweep: refresh + birth/death", 1e3 * sweep_s, "ms", "",
-            f"{n0} records + {n_moves} moves"),
-        Row(section, "ConjugateGibbs step (all parameters)", 1e3 * gibbs_s, "ms", "",
-            "sufficient statistics, 3 conditional draws, transforms"),
-        Row(section, "one logp + gradient evaluation (NUTS leapfrog)", 1e3 * gradient_s, "ms", "",
-            "x leapfrog steps per iteration"),
+        Row(
+            section,
+            "record sweep: refresh + birth/death",
+            1e3 * sweep_s,
+            "ms",
+            "",
+            f"{n0} records + {n_moves} moves",
+        ),
+        Row(
+            section,
+            "ConjugateGibbs step (all parameters)",
+            1e3 * gibbs_s,
+            "ms",
+            "",
+            "sufficient statistics, 3 conditional draws, transforms",
+        ),
+        Row(
+            section,
+            "one logp + gradient evaluation (NUTS leapfrog)",
+            1e3 * gradient_s,
+            "ms",
+            "",
+            "x leapfrog steps per iteration",
+        ),
     ]
 
 
@@ -311,25 +400,61 @@ def atus(quick: bool) -> tuple[list[Row], dict]:
         n0 = compiled.fixed_n if bounded else compiled.sample_size.initial
         sweep_s = best_time(sweeper(model, n0, n_moves), 3, 0.2)
         target = "<= 2" if not bounded else ""
-        rows.append(Row(ATUS, f"{kind}: pmdp.sample (NUTS) per iteration", 1e3 * per_iteration,
-                        "ms", target, f"{steps:.1f} leapfrog steps/iteration; alpha mean "
-                        f"{np.round(alpha_nuts.mean(axis=0), 2).tolist()}"))
-        rows.append(Row(ATUS, f"{kind}: pmdp.sample (ConjugateGibbs, Dirichlet MH) per iteration",
-                        1e3 * gibbs_per_iteration, "ms", target,
-                        f"alpha mean {np.round(alpha_gibbs.mean(axis=0), 2).tolist()}"))
-        rows.append(Row(ATUS, f"{kind}: record sweep alone", 1e3 * sweep_s, "ms", "",
-                        f"refresh of {n0} records" + ("" if bounded else f" + {n_moves} birth/death")))
+        rows.append(
+            Row(
+                ATUS,
+                f"{kind}: pmdp.sample (NUTS) per iteration",
+                1e3 * per_iteration,
+                "ms",
+                target,
+                f"{steps:.1f} leapfrog steps/iteration; alpha mean "
+                f"{np.round(alpha_nuts.mean(axis=0), 2).tolist()}",
+            )
+        )
+        rows.append(
+            Row(
+                ATUS,
+                f"{kind}: pmdp.sample (ConjugateGibbs, Dirichlet MH) per iteration",
+                1e3 * gibbs_per_iteration,
+                "ms",
+                target,
+                f"alpha mean {np.round(alpha_gibbs.mean(axis=0), 2).tolist()}",
+            )
+        )
+        rows.append(
+            Row(
+                ATUS,
+                f"{kind}: record sweep alone",
+                1e3 * sweep_s,
+                "ms",
+                "",
+                f"refresh of {n0} records" + ("" if bounded else f" + {n_moves} birth/death"),
+            )
+        )
         if not bounded:  # the birth/death moves' share: a tenth of the default number
             few = max(10, n_moves // 10)
             _, few_seconds, _, _ = run_sampler(
                 model, draws, tune, seed=4, parameter_step=atus_conjugate_step(model), n_moves=few
             )
-            rows.append(Row(ATUS, f"{kind}: pmdp.sample (ConjugateGibbs), n_moves = {few}",
-                            1e3 * few_seconds / (tune + draws), "ms", target,
-                            "a tenth of the default birth/death moves per iteration"))
-        raw[kind] = {"nuts_per_iteration_s": per_iteration, "gibbs_per_iteration_s": gibbs_per_iteration,
-                     "sweep_s": sweep_s, "n_steps": steps, "n_moves": n_moves, "source": source,
-                     "alpha_mean_nuts": alpha_nuts.mean(axis=0).tolist(),
-                     "alpha_mean_gibbs": alpha_gibbs.mean(axis=0).tolist()}
+            rows.append(
+                Row(
+                    ATUS,
+                    f"{kind}: pmdp.sample (ConjugateGibbs), n_moves = {few}",
+                    1e3 * few_seconds / (tune + draws),
+                    "ms",
+                    target,
+                    "a tenth of the default birth/death moves per iteration",
+                )
+            )
+        raw[kind] = {
+            "nuts_per_iteration_s": per_iteration,
+            "gibbs_per_iteration_s": gibbs_per_iteration,
+            "sweep_s": sweep_s,
+            "n_steps": steps,
+            "n_moves": n_moves,
+            "source": source,
+            "alpha_mean_nuts": alpha_nuts.mean(axis=0).tolist(),
+            "alpha_mean_gibbs": alpha_gibbs.mean(axis=0).tolist(),
+        }
     rows.append(Row(ATUS, "data", float("nan"), "", "", raw["bounded"]["source"]))
     return rows, {"atus": raw}

@@ -26,7 +26,12 @@ from __future__ import annotations
 
 import os
 
-for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+for _variable in (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+):
     os.environ.setdefault(_variable, "1")
 
 import argparse
@@ -46,10 +51,16 @@ SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle")
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations and sizes (~3 min)")
-    parser.add_argument("--only", default=",".join(SECTIONS),
-                        help=f"comma-separated sections among {', '.join(SECTIONS)}")
-    parser.add_argument("--out", default=str(HERE / "results"),
-                        help="output path without extension (.json and .md are written)")
+    parser.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections among {', '.join(SECTIONS)}",
+    )
+    parser.add_argument(
+        "--out",
+        default=str(HERE / "results"),
+        help="output path without extension (.json and .md are written)",
+    )
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(chosen) - set(SECTIONS))
@@ -79,9 +90,12 @@ def main(argv=None) -> int:
     }
     info = machine()
     print(f"# pmdp benchmarks ({'quick' if args.quick else 'full'})")
-    print(f"{info['cpu']}, {info['cpus']} CPUs, load average {info['load_average_at_start']}; "
-          f"Python {info['python']}, PyMC {info['pymc']}, PyTensor {info['pytensor']}, "
-          f"numba {info['numba']}, NumPy {info['numpy']}\n", flush=True)
+    print(
+        f"{info['cpu']}, {info['cpus']} CPUs, load average {info['load_average_at_start']}; "
+        f"Python {info['python']}, PyMC {info['pymc']}, PyTensor {info['pytensor']}, "
+        f"numba {info['numba']}, NumPy {info['numpy']}\n",
+        flush=True,
+    )
     rows, raw = [], {"machine": info, "quick": args.quick, "seconds": {}}
     for section in chosen:
         start = time.perf_counter()

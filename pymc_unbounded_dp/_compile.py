@@ -232,7 +232,12 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
                 "statistic, mechanism, observed)."
             )
     check_releases(model)
-    signature = (len(blocks.records), len(blocks.sums), len(blocks.sample_sizes), len(model.named_vars))
+    signature = (
+        len(blocks.records),
+        len(blocks.sums),
+        len(blocks.sample_sizes),
+        len(model.named_vars),
+    )
     cached = _CACHE.get(model)
     if cached is not None and cached[0] == signature:
         return cached[1]
@@ -273,7 +278,9 @@ def _build(model: pm.Model, table: TableSpec) -> CompiledTable:
         values = pt.vector("n_values", dtype="int64")
         log_prior = pm.logp(n_spec.rv, values, warn_rvs=False)
         log_prior_n = compile_pymc(
-            [*value_vars, values], at_values([log_prior])[0], on_unused_input="ignore",
+            [*value_vars, values],
+            at_values([log_prior])[0],
+            on_unused_input="ignore",
             mode=KERNEL_MODE,
         )
 

@@ -185,16 +185,41 @@ def _sigmoid(x):
 
 #: Non-decreasing elementwise functions and their NumPy counterparts.
 _MONOTONE = {
-    ps.Exp: np.exp, ps.Exp2: np.exp2, ps.Expm1: np.expm1, ps.Log: np.log, ps.Log2: np.log2,
-    ps.Log10: np.log10, ps.Log1p: np.log1p, ps.Sqrt: np.sqrt, ps.Tanh: np.tanh,
-    ps.ArcTan: np.arctan, ps.ArcSinh: np.arcsinh, ps.Sigmoid: _sigmoid, ps.Erf: erf,
-    ps.Floor: np.floor, ps.Ceil: np.ceil, ps.Trunc: np.trunc, ps.RoundHalfToEven: np.round,
+    ps.Exp: np.exp,
+    ps.Exp2: np.exp2,
+    ps.Expm1: np.expm1,
+    ps.Log: np.log,
+    ps.Log2: np.log2,
+    ps.Log10: np.log10,
+    ps.Log1p: np.log1p,
+    ps.Sqrt: np.sqrt,
+    ps.Tanh: np.tanh,
+    ps.ArcTan: np.arctan,
+    ps.ArcSinh: np.arcsinh,
+    ps.Sigmoid: _sigmoid,
+    ps.Erf: erf,
+    ps.Floor: np.floor,
+    ps.Ceil: np.ceil,
+    ps.Trunc: np.trunc,
+    ps.RoundHalfToEven: np.round,
     ps.RoundHalfAwayFromZero: lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
     ps.Identity: lambda x: x,
 }
 #: Elementwise operators whose values lie in [0, 1] (comparisons, logic, indicators).
-_INDICATORS = (ps.EQ, ps.NEQ, ps.LT, ps.GT, ps.LE, ps.GE, ps.AND, ps.OR, ps.XOR, ps.Invert,
-               ps.IsNan, ps.IsInf)
+_INDICATORS = (
+    ps.EQ,
+    ps.NEQ,
+    ps.LT,
+    ps.GT,
+    ps.LE,
+    ps.GE,
+    ps.AND,
+    ps.OR,
+    ps.XOR,
+    ps.Invert,
+    ps.IsNan,
+    ps.IsInf,
+)
 #: Elementwise functions bounded by [-1, 1] whatever their argument.
 _UNIT = (ps.Sign, ps.Sin, ps.Cos)
 
@@ -249,9 +274,15 @@ _SUPPORTS: dict[type, Callable] = {
     **{
         rv: _fixed(0.0, np.inf)
         for rv in (
-            ptr.basic.PoissonRV, ptr.basic.NegBinomialRV, ptr.basic.GammaRV,
-            ptr.basic.ExponentialRV, ptr.basic.LogNormalRV, ptr.basic.InvGammaRV,
-            ptr.basic.WaldRV, ptr.basic.WeibullRV, WeibullBetaRV,
+            ptr.basic.PoissonRV,
+            ptr.basic.NegBinomialRV,
+            ptr.basic.GammaRV,
+            ptr.basic.ExponentialRV,
+            ptr.basic.LogNormalRV,
+            ptr.basic.InvGammaRV,
+            ptr.basic.WaldRV,
+            ptr.basic.WeibullRV,
+            WeibullBetaRV,
         )
     },
 }
@@ -330,9 +361,7 @@ class _Walker:
         if isinstance(op, CensoredRV | TruncatedRV):
             # Censoring clips the draw to [lower, upper]; truncation keeps draws inside it.
             lower, upper = self(node.inputs[-2]), self(node.inputs[-1])
-            inner = (
-                self(node.inputs[0]) if isinstance(op, CensoredRV) else _unbounded(ndim, label)
-            )
+            inner = self(node.inputs[0]) if isinstance(op, CensoredRV) else _unbounded(ndim, label)
             return self._clip(inner, lower, upper, label)
         rule = _SUPPORTS.get(type(op))
         if rule is None:  # unbounded, or a distribution not in the table (e.g. a CustomDist)
@@ -485,8 +514,9 @@ class _Walker:
             shapes = [_with_length(others, axis, k) for k in lengths]
             return np.concatenate([np.broadcast_to(b, s) for b, s in zip(bounds, shapes)], axis)
 
-        return _interval(joined([p.lo for p in pieces]), joined([p.hi for p in pieces]),
-                         _union(*pieces))
+        return _interval(
+            joined([p.lo for p in pieces]), joined([p.hi for p in pieces]), _union(*pieces)
+        )
 
     def _subtensor(self, var: Variable, ndim: int) -> _Interval:
         node = var.owner

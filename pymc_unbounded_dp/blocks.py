@@ -176,7 +176,9 @@ class ModelBlocks:
             sums = tuple(s for s in self.sums if s.record_names[0] in names)
             n = records[0].n
             tables.append(
-                TableSpec(records, sums, self.sample_size_of(n) if isinstance(n, TensorVariable) else None)
+                TableSpec(
+                    records, sums, self.sample_size_of(n) if isinstance(n, TensorVariable) else None
+                )
             )
         return tuple(tables)
 
@@ -220,9 +222,7 @@ def records_in_containers(model: pm.Model):
 
 def is_private_model_variable(rv) -> bool:
     """Whether ``rv`` is a free variable of a model with privacy blocks."""
-    return any(
-        blocks.records and rv in model.free_RVs for model, blocks in list(_BLOCKS.items())
-    )
+    return any(blocks.records and rv in model.free_RVs for model, blocks in list(_BLOCKS.items()))
 
 
 def observed_value(model: pm.Model, rv: TensorVariable) -> np.ndarray:
@@ -238,8 +238,7 @@ def _check_name(name, model: pm.Model, owner: str) -> str:
         raise TypeError(f"{owner}: `name` must be a non-empty string, got {name!r}.")
     if name in model.named_vars:
         raise ValueError(
-            f"{owner}({name!r}): `name` is taken: the model already has a variable named "
-            f"{name!r}."
+            f"{owner}({name!r}): `name` is taken: the model already has a variable named {name!r}."
         )
     return name
 
@@ -289,7 +288,9 @@ def _check_observed(observed, owner: str, argument: str = "observed") -> np.ndar
     try:
         array = np.asarray(value)
     except ValueError:  # ragged nested sequences
-        raise TypeError(f"{owner}: {label} must be a number or a rectangular array, got {value!r}.") from None
+        raise TypeError(
+            f"{owner}: {label} must be a number or a rectangular array, got {value!r}."
+        ) from None
     if array.dtype == object and all(
         isinstance(v, numbers.Real) and not isinstance(v, bool) for v in array.flat
     ):
@@ -671,16 +672,26 @@ def PrivatizedSum(
     dims = _check_dims(dims, shape, owner)
     # Last, once every argument is valid: a warning turned into an error leaves no half-built model.
     neighbouring = _check_sensitivity(
-        statistic, mechanism, blocks, shape, neighbouring,
-        check_sensitivity if states_sensitivity else False, owner,
+        statistic,
+        mechanism,
+        blocks,
+        shape,
+        neighbouring,
+        check_sensitivity if states_sensitivity else False,
+        owner,
     )
     if statistic.dtype == "bool":
         statistic = statistic.astype("int64")
     release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed, dims=dims)
     blocks.sums.append(
         SumSpec(
-            name=name, statistic=statistic, mechanism=mechanism, release_rv=release, shape=shape,
-            record_names=tuple(r.name for r in used), neighbouring=neighbouring,
+            name=name,
+            statistic=statistic,
+            mechanism=mechanism,
+            release_rv=release,
+            shape=shape,
+            record_names=tuple(r.name for r in used),
+            neighbouring=neighbouring,
         )
     )
     blocks.links.extend((used[0].name, other.name) for other in used[1:])
@@ -692,8 +703,13 @@ _SENSITIVITY_RTOL = 1e-9
 
 
 def _check_sensitivity(
-    statistic, mechanism: Mechanism, blocks: ModelBlocks, shape: tuple[int, ...],
-    neighbouring, check: bool, owner: str,
+    statistic,
+    mechanism: Mechanism,
+    blocks: ModelBlocks,
+    shape: tuple[int, ...],
+    neighbouring,
+    check: bool,
+    owner: str,
 ) -> str:
     """Compare ``mechanism``'s sensitivity with the statistic's bounds (see PrivatizedSum).
 
@@ -710,8 +726,11 @@ def _check_sensitivity(
     kind = type(mechanism).__name__
     if not bounds.finite:
         if _calibrated_from_budget(mechanism):
-            warnings.warn(_unbounded_message(bounds, blocks, kind, mechanism, owner),
-                          SensitivityWarning, stacklevel=3)
+            warnings.warn(
+                _unbounded_message(bounds, blocks, kind, mechanism, owner),
+                SensitivityWarning,
+                stacklevel=3,
+            )
         return neighbouring
     lower = np.broadcast_to(bounds.lower, shape)
     upper = np.broadcast_to(bounds.upper, shape)
@@ -727,7 +746,8 @@ def _check_sensitivity(
         hint = (
             f" Under {other} neighbours they give {other_value:g}: pass neighbouring={other!r} if "
             "that is the release's relation."
-            if other_value <= declared * (1 + _SENSITIVITY_RTOL) else ""
+            if other_value <= declared * (1 + _SENSITIVITY_RTOL)
+            else ""
         )
         warnings.warn(
             f"{owner}: {where}, more than the sensitivity {declared:g} declared by `mechanism` "
@@ -736,7 +756,8 @@ def _check_sensitivity(
             f"Declare sensitivity={derived:g} (calibrating from a budget then adds more noise), "
             "clamp the statistic more tightly, or pass check_sensitivity=False if the records are "
             f"known to be tighter than these bounds.{hint}",
-            SensitivityWarning, stacklevel=3,
+            SensitivityWarning,
+            stacklevel=3,
         )
     elif declared > derived * (1 + _SENSITIVITY_RTOL):
         warnings.warn(
@@ -745,7 +766,8 @@ def _check_sensitivity(
             f"{_actual_guarantee(mechanism, derived / declared)}, so the noise is larger than the "
             f"bounds need. Calibrate with sensitivity={derived:g} for less noise at the same "
             "budget, or pass check_sensitivity=False.",
-            SensitivityWarning, stacklevel=3,
+            SensitivityWarning,
+            stacklevel=3,
         )
     return neighbouring
 
@@ -785,7 +807,8 @@ def _describe_bounds(lower: np.ndarray, upper: np.ndarray) -> str:
 def _unbounded_message(bounds: Range, blocks: ModelBlocks, kind: str, mechanism, owner) -> str:
     causes = ", ".join(bounds.unbounded) or "its operations"
     names = [
-        r.name for r in blocks.records
+        r.name
+        for r in blocks.records
         if any(cause.startswith(f"records {r.name!r}") for cause in bounds.unbounded)
     ]
     example = names[0] if names else "x"
@@ -830,7 +853,8 @@ def _check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str
     if not isinstance(statistic, TensorVariable):
         hint = (
             " (stack several statistics along a trailing axis: `pt.stack([a, b], axis=1)`)"
-            if isinstance(statistic, list | tuple) else ""
+            if isinstance(statistic, list | tuple)
+            else ""
         )
         raise TypeError(
             f"{owner}: `statistic` must be a PyTensor expression of pmdp.Records variables "
@@ -867,7 +891,9 @@ def _check_records(blocks: ModelBlocks) -> list[np.ndarray]:
     """
     rows = pt.constant(_CHECK_ROWS, dtype="int64")
     outputs = with_record_count(
-        [r.rv for r in blocks.records], [r.data for r in blocks.records], rows,
+        [r.rv for r in blocks.records],
+        [r.data for r in blocks.records],
+        rows,
         [s.rv for s in blocks.sample_sizes],
     )
     draw = compile_pymc([], outputs, random_seed=1, mode=QUICK_MODE)
@@ -962,7 +988,10 @@ def _record_statistic_value(statistic, blocks: ModelBlocks, owner: str) -> np.nd
 
 
 def _check_row_wise(
-    dist: TensorVariable, parents: list[RecordsSpec], blocks: ModelBlocks, model: pm.Model,
+    dist: TensorVariable,
+    parents: list[RecordsSpec],
+    blocks: ModelBlocks,
+    model: pm.Model,
     owner: str,
 ) -> None:
     """Refuse a record distribution in which a record's row depends on other rows of its parents.
@@ -985,14 +1014,18 @@ def _check_row_wise(
     log_density = pm.logp(conditional, value, warn_rvs=False)
     density = quick_function([*parent_inputs, *parameter_inputs, value], [log_density])
     sampler = compile_pymc(
-        [*parent_inputs, *parameter_inputs], [conditional], random_seed=4, mode=QUICK_MODE,
+        [*parent_inputs, *parameter_inputs],
+        [conditional],
+        random_seed=4,
+        mode=QUICK_MODE,
         on_unused_input="ignore",
     )
     # Parameters from their priors (a latent n at its starting value: it may have no draws).
     fixed_n = {s.rv: pt.constant(s.initial, dtype=s.rv.dtype) for s in blocks.sample_sizes}
     draw_parameters = (
         compile_pymc([], clone_replace(parameters, fixed_n), random_seed=5, mode=QUICK_MODE)
-        if parameters else list
+        if parameters
+        else list
     )
     pool = _check_records(blocks)
     parent_records = [pool[record_rvs.index(rv)] for rv in parent_rvs]
@@ -1008,7 +1041,8 @@ def _check_row_wise(
             keep = np.arange(base.shape[0]) != position
             if not _same_rows(after[keep], base[keep]):
                 moved = np.flatnonzero(
-                    ~np.isclose(after, base, rtol=1e-9, equal_nan=True).reshape(base.shape[0], -1)
+                    ~np.isclose(after, base, rtol=1e-9, equal_nan=True)
+                    .reshape(base.shape[0], -1)
                     .all(axis=1)
                 )
                 moved = [int(i) for i in moved if i != position]
@@ -1086,7 +1120,8 @@ def SampleSize(
             )
 
         prior = pm.CustomDist.dist(
-            logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf), random=no_draws,
+            logp=lambda value: pt.switch(pt.ge(value, 0), 0.0, -np.inf),
+            random=no_draws,
             dtype="int64",
         )
     else:
@@ -1100,7 +1135,11 @@ def SampleSize(
     rv = model.register_rv(prior, name, initval=initial)
     release = _register_release(model, f"{name}_dp", rv, mechanism, n_dp)
     spec = SampleSizeSpec(
-        name=name, rv=rv, mechanism=mechanism, release_rv=release, initial=initial,
+        name=name,
+        rv=rv,
+        mechanism=mechanism,
+        release_rv=release,
+        initial=initial,
         flat_prior=flat_prior,
     )
     model_blocks(model).sample_sizes.append(spec)
@@ -1165,12 +1204,14 @@ def _initial_n(prior: TensorVariable, n_dp: float, owner: str) -> int:
     far = np.concatenate([centre + powers, centre - powers.astype(np.float64)])
     far = far[(far >= 0) & (far < 2**62)].astype(np.int64)
     probes = np.unique(
-        np.concatenate([
-            np.arange(max(centre - _PROBE_WINDOW, 0), centre + _PROBE_WINDOW + 1),
-            np.arange(_PROBE_WINDOW + 1),
-            far,
-            np.asarray(drawn, dtype=np.int64).reshape(-1),
-        ])
+        np.concatenate(
+            [
+                np.arange(max(centre - _PROBE_WINDOW, 0), centre + _PROBE_WINDOW + 1),
+                np.arange(_PROBE_WINDOW + 1),
+                far,
+                np.asarray(drawn, dtype=np.int64).reshape(-1),
+            ]
+        )
     )
     ok = supported(probes)
     if not ok.any():

@@ -95,26 +95,51 @@ def build_parser() -> argparse.ArgumentParser:
         "posterior by reversible-jump data augmentation, print true values beside posterior "
         "means and 94% intervals, and write posterior.nc, summary.csv and figures to --out.",
     )
-    demo.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                      help="output folder (default: %(default)s)")
-    demo.add_argument("--draws", type=_positive_int, default=4000,
-                      help="posterior draws per chain (default: %(default)s; with the default "
-                      "interweaving move the effective sample size of beta is about a third of "
-                      "the draws)")
-    demo.add_argument("--tune", type=_non_negative_int, default=None,
-                      help="tuning iterations per chain (default: 1000, at most --draws)")
+    demo.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--draws",
+        type=_positive_int,
+        default=4000,
+        help="posterior draws per chain (default: %(default)s; with the default "
+        "interweaving move the effective sample size of beta is about a third of "
+        "the draws)",
+    )
+    demo.add_argument(
+        "--tune",
+        type=_non_negative_int,
+        default=None,
+        help="tuning iterations per chain (default: 1000, at most --draws)",
+    )
     demo.add_argument("--chains", type=_positive_int, default=2, help="chains (default: 2)")
-    demo.add_argument("--seed", type=_non_negative_int, default=1,
-                      help="seed of data, noise and sampler (default: 1)")
-    demo.add_argument("--epsilon-s", type=_positive_float, default=1.0,
-                      help="privacy budget of the statistics (default: 1)")
-    demo.add_argument("--epsilon-n", type=_positive_float, default=0.5,
-                      help="privacy budget of the sample size (default: 0.5)")
-    demo.add_argument("--sampler", choices=["gibbs", "nuts"], default="gibbs",
-                      help="parameter update given the imputed records: exact conjugate draws "
-                      "(default) or NUTS")
-    demo.add_argument("--bounded", action="store_true",
-                      help="bounded DP instead: n is known, not released")
+    demo.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=1,
+        help="seed of data, noise and sampler (default: 1)",
+    )
+    demo.add_argument(
+        "--epsilon-s",
+        type=_positive_float,
+        default=1.0,
+        help="privacy budget of the statistics (default: 1)",
+    )
+    demo.add_argument(
+        "--epsilon-n",
+        type=_positive_float,
+        default=0.5,
+        help="privacy budget of the sample size (default: 0.5)",
+    )
+    demo.add_argument(
+        "--sampler",
+        choices=["gibbs", "nuts"],
+        default="gibbs",
+        help="parameter update given the imputed records: exact conjugate draws (default) or NUTS",
+    )
+    demo.add_argument(
+        "--bounded", action="store_true", help="bounded DP instead: n is known, not released"
+    )
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
 
@@ -126,45 +151,105 @@ def build_parser() -> argparse.ArgumentParser:
         "scheduler (--scheduler). Each finished fit is written at once to OUT/fits (a rerun with "
         "the same --out resumes); then tables (Markdown, CSV) and a coverage figure.",
     )
-    rep.add_argument("study", choices=list(STUDY_NAMES),
-                     help="regression (Table 1: coverage of intervals), atus (Section 6.2) or "
-                     "mcem (Table 2: MLEs across data sets)")
-    rep.add_argument("--quick", action="store_true",
-                     help="a reduced grid that finishes in minutes (one epsilon_s, three "
-                     "epsilon_n, one replicate)")
-    rep.add_argument("--out", type=Path, default=None,
-                     help="output folder (default: pmdp-out/reproduce-STUDY[-quick])")
-    rep.add_argument("--replicates", type=_positive_int, default=None,
-                     help="data sets (regression, mcem) or releases (atus) per grid point "
-                     "(default: the paper's 100 regression and atus, 20 mcem; quick: 1 or 2)")
-    rep.add_argument("--draws", type=_positive_int, default=None,
-                     help="posterior draws per chain (regression, atus)")
-    rep.add_argument("--tune", type=_non_negative_int, default=None,
-                     help="tuning iterations per chain (regression, atus)")
-    rep.add_argument("--chains", type=_positive_int, default=None,
-                     help="chains per fit (regression, atus; default 2)")
+    rep.add_argument(
+        "study",
+        choices=list(STUDY_NAMES),
+        help="regression (Table 1: coverage of intervals), atus (Section 6.2) or "
+        "mcem (Table 2: MLEs across data sets)",
+    )
+    rep.add_argument(
+        "--quick",
+        action="store_true",
+        help="a reduced grid that finishes in minutes (one epsilon_s, three "
+        "epsilon_n, one replicate)",
+    )
+    rep.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: pmdp-out/reproduce-STUDY[-quick])",
+    )
+    rep.add_argument(
+        "--replicates",
+        type=_positive_int,
+        default=None,
+        help="data sets (regression, mcem) or releases (atus) per grid point "
+        "(default: the paper's 100 regression and atus, 20 mcem; quick: 1 or 2)",
+    )
+    rep.add_argument(
+        "--draws",
+        type=_positive_int,
+        default=None,
+        help="posterior draws per chain (regression, atus)",
+    )
+    rep.add_argument(
+        "--tune",
+        type=_non_negative_int,
+        default=None,
+        help="tuning iterations per chain (regression, atus)",
+    )
+    rep.add_argument(
+        "--chains",
+        type=_positive_int,
+        default=None,
+        help="chains per fit (regression, atus; default 2)",
+    )
     rep.add_argument("--seed", type=_non_negative_int, default=None, help="study seed")
-    rep.add_argument("--epsilon-s", type=_epsilon_list, default=None, metavar="LIST",
-                     help="comma-separated epsilon_s values (overrides the grid)")
-    rep.add_argument("--epsilon-n", type=_epsilon_list, default=None, metavar="LIST",
-                     help="comma-separated epsilon_n values (overrides the grid; 'inf': n "
-                     "public, mcem study only)")
-    rep.add_argument("--records", type=_positive_int, default=None, metavar="N",
-                     help="records per simulated data set (regression, mcem; default 1000)")
-    rep.add_argument("--data", type=Path, default=None,
-                     help="atus: a folder holding female.csv and male.csv (default: "
-                     "$PMDP_ATUS_DIR if set, else the ATUS 2019 data packaged with the library), or "
-                     "'simulated' for the simulated stand-in")
-    rep.add_argument("--sampler", choices=["gibbs", "nuts"], default=None,
-                     help="regression: parameter update given the records, exact conjugate "
-                     "draws (default) or NUTS")
-    rep.add_argument("--workers", type=_positive_int, default=None,
-                     help="worker processes of the local Dask cluster (default: one per core)")
-    rep.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="run on a running Dask scheduler (e.g. tcp://host:8786) instead of a "
-                     "local cluster; its workers need this package installed")
-    rep.add_argument("--report-only", action="store_true",
-                     help="only write tables and figures from the fits already finished in --out")
+    rep.add_argument(
+        "--epsilon-s",
+        type=_epsilon_list,
+        default=None,
+        metavar="LIST",
+        help="comma-separated epsilon_s values (overrides the grid)",
+    )
+    rep.add_argument(
+        "--epsilon-n",
+        type=_epsilon_list,
+        default=None,
+        metavar="LIST",
+        help="comma-separated epsilon_n values (overrides the grid; 'inf': n "
+        "public, mcem study only)",
+    )
+    rep.add_argument(
+        "--records",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="records per simulated data set (regression, mcem; default 1000)",
+    )
+    rep.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="atus: a folder holding female.csv and male.csv (default: "
+        "$PMDP_ATUS_DIR if set, else the ATUS 2019 data packaged with the library), or "
+        "'simulated' for the simulated stand-in",
+    )
+    rep.add_argument(
+        "--sampler",
+        choices=["gibbs", "nuts"],
+        default=None,
+        help="regression: parameter update given the records, exact conjugate "
+        "draws (default) or NUTS",
+    )
+    rep.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="worker processes of the local Dask cluster (default: one per core)",
+    )
+    rep.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run on a running Dask scheduler (e.g. tcp://host:8786) instead of a "
+        "local cluster; its workers need this package installed",
+    )
+    rep.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only write tables and figures from the fits already finished in --out",
+    )
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=_reproduce)
     return parser
@@ -207,26 +292,47 @@ def _demo(args, out=None) -> int:
     tune = min(1000, args.draws) if args.tune is None else args.tune
     kind = "bounded DP (n known)" if args.bounded else "unbounded DP (n released with noise)"
     print(f"pmdp demo: linear regression, n = 1000, {kind}", file=out)
-    print(f"  epsilon_s = {args.epsilon_s:g} (9 statistics, Laplace, sensitivity 9)"
-          + ("" if args.bounded else f", epsilon_n = {args.epsilon_n:g} (discrete Laplace)"),
-          file=out)
-    print(f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
-          f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'} ...", file=out)
+    print(
+        f"  epsilon_s = {args.epsilon_s:g} (9 statistics, Laplace, sensitivity 9)"
+        + ("" if args.bounded else f", epsilon_n = {args.epsilon_n:g} (discrete Laplace)"),
+        file=out,
+    )
+    print(
+        f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
+        f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'} ...",
+        file=out,
+    )
     out.flush()
-    result = fit_demo(draws=args.draws, tune=tune, chains=args.chains, seed=args.seed,
-                      epsilon_s=args.epsilon_s, epsilon_n=args.epsilon_n, sampler=args.sampler,
-                      bounded=args.bounded, progressbar=not args.no_progress)
+    result = fit_demo(
+        draws=args.draws,
+        tune=tune,
+        chains=args.chains,
+        seed=args.seed,
+        epsilon_s=args.epsilon_s,
+        epsilon_n=args.epsilon_n,
+        sampler=args.sampler,
+        bounded=args.bounded,
+        progressbar=not args.no_progress,
+    )
     release = result.release
-    print("  released: s_dp = " + np.array2string(release.values, precision=2, max_line_width=200)
-          + ("" if args.bounded else f", n_dp = {release.n_dp}"), file=out)
+    print(
+        "  released: s_dp = "
+        + np.array2string(release.values, precision=2, max_line_width=200)
+        + ("" if args.bounded else f", n_dp = {release.n_dp}"),
+        file=out,
+    )
     summary = demo_summary(result)
     shown = summary[["true", "mean", "sd", "lower", "upper", "r_hat", "ess_bulk"]].rename(
-        columns={"lower": "lower_94", "upper": "upper_94"})
-    print(f"\nPosterior ({result.seconds:.0f} s of sampling); 94% equal-tailed intervals:",
-          file=out)
+        columns={"lower": "lower_94", "upper": "upper_94"}
+    )
+    print(
+        f"\nPosterior ({result.seconds:.0f} s of sampling); 94% equal-tailed intervals:", file=out
+    )
     print(shown.to_string(float_format=lambda v: f"{v:.3f}"), file=out)
-    print(f"{int(summary['covered'].sum())} of {len(summary)} true values inside their 94% "
-          "interval.", file=out)
+    print(
+        f"{int(summary['covered'].sum())} of {len(summary)} true values inside their 94% interval.",
+        file=out,
+    )
     stats = result.idata["sample_stats"]
     if "diverging" in stats:
         print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
@@ -238,9 +344,18 @@ def _demo(args, out=None) -> int:
 # -- reproduce -----------------------------------------------------------------------------------
 
 #: Command-line flags and the study options they set.
-_STUDY_FLAGS = {"replicates": "replicates", "draws": "draws", "tune": "tune", "chains": "chains",
-                "seed": "seed", "epsilon_s": "epsilon_s", "epsilon_n": "epsilon_n",
-                "records": "n", "data": "data", "sampler": "sampler"}
+_STUDY_FLAGS = {
+    "replicates": "replicates",
+    "draws": "draws",
+    "tune": "tune",
+    "chains": "chains",
+    "seed": "seed",
+    "epsilon_s": "epsilon_s",
+    "epsilon_n": "epsilon_n",
+    "records": "n",
+    "data": "data",
+    "sampler": "sampler",
+}
 
 
 def _study_from_args(args):
@@ -273,11 +388,16 @@ def _reproduce(args, out=None) -> int:
 
     study = _study_from_args(args)
     folder = _writable_folder(
-        args.out or DEFAULT_OUT / f"reproduce-{args.study}{'-quick' if args.quick else ''}")
+        args.out or DEFAULT_OUT / f"reproduce-{args.study}{'-quick' if args.quick else ''}"
+    )
     store = FitStore(folder)
     grid = study.fits()
-    print(f"pmdp reproduce {args.study}{' --quick' if args.quick else ''}: {len(grid)} fits "
-          f"({json.dumps(study.settings())}) -> {folder}", file=out, flush=True)
+    print(
+        f"pmdp reproduce {args.study}{' --quick' if args.quick else ''}: {len(grid)} fits "
+        f"({json.dumps(study.settings())}) -> {folder}",
+        file=out,
+        flush=True,
+    )
     _quiet_pymc()
     if args.report_only:
         done = store.done()
@@ -290,17 +410,25 @@ def _reproduce(args, out=None) -> int:
         return 0
     start = time.perf_counter()
     try:
-        records = run_study(study, store, scheduler=args.scheduler, workers=args.workers,
-                            progressbar=not args.no_progress,
-                            log=lambda text: print(text, file=out, flush=True))
+        records = run_study(
+            study,
+            store,
+            scheduler=args.scheduler,
+            workers=args.workers,
+            progressbar=not args.no_progress,
+            log=lambda text: print(text, file=out, flush=True),
+        )
     except SettingsMismatch as error:
         raise UsageError(f"--out: {error}") from None
     except StudyFailed as error:
         print(f"pmdp reproduce: {error}\nRerun the same command to retry them.", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"\ninterrupted: {len(store.done())} finished fit(s) kept in {store.fits}; rerun "
-              "the same command to resume.", file=sys.stderr)
+        print(
+            f"\ninterrupted: {len(store.done())} finished fit(s) kept in {store.fits}; rerun "
+            "the same command to resume.",
+            file=sys.stderr,
+        )
         return 130
     paths = write_report(study, records, folder, time.perf_counter() - start)
     print(f"\nDone in {(time.perf_counter() - start) / 60:.1f} min.\n", file=out)
@@ -338,9 +466,11 @@ def main(argv=None) -> int:
     except ModuleNotFoundError as error:
         if error.name not in _EXAMPLES_EXTRA:
             raise
-        print(f"pmdp {args.command}: error: {error.name} is not installed; the command line "
-              "needs the examples extra: pip install 'pymc-unbounded-dp[examples]'",
-              file=sys.stderr)
+        print(
+            f"pmdp {args.command}: error: {error.name} is not installed; the command line "
+            "needs the examples extra: pip install 'pymc-unbounded-dp[examples]'",
+            file=sys.stderr,
+        )
         return 2
     except UsageError as error:
         print(f"pmdp {args.command}: error: {error}", file=sys.stderr)

@@ -170,9 +170,7 @@ class ConjugateGibbs(BlockedStep):
             rvs_to_values={rv: model.rvs_to_values[rv] for rv in others},
             rvs_to_transforms=model.rvs_to_transforms,
         )
-        fn = compile_pymc(
-            [*model.value_vars, *placeholders], forward, on_unused_input="ignore"
-        )
+        fn = compile_pymc([*model.value_vars, *placeholders], forward, on_unused_input="ignore")
         dtypes = [rv.dtype for rv in rvs]
 
         def write(point, new_values):
@@ -276,7 +274,10 @@ def normal_gamma(
 
 
 def normal_mean(
-    rng: np.random.Generator, x: np.ndarray, precision: np.ndarray, prior_mean=None,
+    rng: np.random.Generator,
+    x: np.ndarray,
+    precision: np.ndarray,
+    prior_mean=None,
     prior_precision=None,
 ) -> np.ndarray:
     """``mu`` from its conditional: ``x_i ~ N(mu, Phi^{-1})`` (``Phi`` known), ``mu ~ N(m, P^{-1})``.
@@ -337,7 +338,9 @@ def _dirichlet_log_target(u, log_sum, n, a, b) -> float:
     alpha = np.exp(u)
     return float(
         n * (special.gammaln(alpha.sum()) - special.gammaln(alpha).sum())
-        + (alpha - 1.0) @ log_sum + a * u.sum() - b * alpha.sum()
+        + (alpha - 1.0) @ log_sum
+        + a * u.sum()
+        - b * alpha.sum()
     )
 
 
@@ -347,9 +350,8 @@ def _dirichlet_gradient_hessian(u, log_sum, n, a, b):
     inner = n * (special.digamma(total) - special.digamma(alpha)) + log_sum - b
     gradient = alpha * inner + a
     # trigamma(x) = zeta(2, x); the ufunc is several times cheaper than special.polygamma
-    hessian = (
-        n * special.zeta(2.0, total) * np.outer(alpha, alpha)
-        + np.diag(alpha * inner - n * alpha**2 * special.zeta(2.0, alpha))
+    hessian = n * special.zeta(2.0, total) * np.outer(alpha, alpha) + np.diag(
+        alpha * inner - n * alpha**2 * special.zeta(2.0, alpha)
     )
     return gradient, hessian
 
@@ -378,8 +380,13 @@ def _dirichlet_mode(u, log_sum, n, a, b, tolerance=1e-10, max_iterations=200):
 
 
 def dirichlet_concentration(
-    rng: np.random.Generator, alpha, log_sum, n: int, prior_shape: float = 1.0,
-    prior_rate: float = 1.0, df: float = 8.0,
+    rng: np.random.Generator,
+    alpha,
+    log_sum,
+    n: int,
+    prior_shape: float = 1.0,
+    prior_rate: float = 1.0,
+    df: float = 8.0,
 ) -> np.ndarray:
     r"""One exact MCMC update of Dirichlet concentrations given records (not a closed form).
 
@@ -407,6 +414,7 @@ def dirichlet_concentration(
     log_ratio = (
         _dirichlet_log_target(proposal, log_sum, n, prior_shape, prior_rate)
         - _dirichlet_log_target(u, log_sum, n, prior_shape, prior_rate)
-        + log_proposal(u) - log_proposal(proposal)
+        + log_proposal(u)
+        - log_proposal(proposal)
     )
     return np.exp(proposal) if math.log(rng.random()) < log_ratio else alpha

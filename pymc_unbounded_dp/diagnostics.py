@@ -195,7 +195,8 @@ def _composed_delta(guarantees: Sequence[dict | None]) -> tuple[str, float]:
         as_rho = rho + sum(g["epsilon"] ** 2 / 2.0 for g in by_kind["epsilon"])
         via_rho = zero_delta({"rho": as_rho}) + (
             zero_delta({"mu": math.sqrt(sum(g["mu"] ** 2 for g in by_kind["mu"]))})
-            if "mu" in by_kind else 0.0
+            if "mu" in by_kind
+            else 0.0
         )
         delta = min(delta, via_rho)
     return " + ".join(parts), min(1.0, delta)
@@ -372,8 +373,11 @@ def _required_count_privacy(mechanism, mean_abs: float) -> dict[str, float] | No
             sigma = mean_abs * math.sqrt(math.pi / 2.0)
         else:
             sigma = optimize.brentq(
-                lambda s: _discrete_gaussian_mean_abs(s) - mean_abs, 1e-3, 2.0 * mean_abs + 2.0,
-                xtol=1e-12, rtol=1e-12,
+                lambda s: _discrete_gaussian_mean_abs(s) - mean_abs,
+                1e-3,
+                2.0 * mean_abs + 2.0,
+                xtol=1e-12,
+                rtol=1e-12,
             )
         return {"rho": sensitivity**2 / (2.0 * sigma**2)}
     return None
@@ -494,8 +498,9 @@ class PluginCheck:
         rows = {t.name: {k: v for k, v in vars(t).items() if k != "name"} for t in self.tables}
         frame = pd.DataFrame.from_dict(rows, orient="index")
         frame["sums"] = frame["sums"].map(", ".join)
-        frame["required_count_privacy"] = [_format_privacy(t.required_count_privacy)
-                                           for t in self.tables]
+        frame["required_count_privacy"] = [
+            _format_privacy(t.required_count_privacy) for t in self.tables
+        ]
         return frame
 
     def __repr__(self) -> str:
@@ -512,8 +517,11 @@ class PluginCheck:
                 f"    E|n - n_dp| = {t.mean_abs_deviation:.4g}, bound = {t.bound:.4g}"
                 + ("  (vacuous)" if t.vacuous else "")
                 + f"; <= {self.target:g} needs E|n - n_dp| <= {t.max_mean_abs_deviation:.4g}"
-                + (f" (count: {_format_privacy(t.required_count_privacy)})"
-                   if t.required_count_privacy else "")
+                + (
+                    f" (count: {_format_privacy(t.required_count_privacy)})"
+                    if t.required_count_privacy
+                    else ""
+                )
             )
             if t.note:
                 lines.append(f"    note: {t.note}")
@@ -639,11 +647,16 @@ def compare_posteriors(
                 shift = float(np.divide(mean_u - mean_p, sd_u))
                 ratio = float(np.divide(sd_p, sd_u))
             rows[label] = {
-                "mean_unbounded": mean_u, "mean_plugin": mean_p,
-                "sd_unbounded": sd_u, "sd_plugin": sd_p,
-                "mean_shift": shift, "sd_ratio": ratio,
-                f"lower_{tag}_unbounded": interval_u[0], f"upper_{tag}_unbounded": interval_u[1],
-                f"lower_{tag}_plugin": interval_p[0], f"upper_{tag}_plugin": interval_p[1],
+                "mean_unbounded": mean_u,
+                "mean_plugin": mean_p,
+                "sd_unbounded": sd_u,
+                "sd_plugin": sd_p,
+                "mean_shift": shift,
+                "sd_ratio": ratio,
+                f"lower_{tag}_unbounded": interval_u[0],
+                f"upper_{tag}_unbounded": interval_u[1],
+                f"lower_{tag}_plugin": interval_p[0],
+                f"upper_{tag}_plugin": interval_p[1],
                 "interval_overlap": _interval_overlap(interval_u, interval_p),
                 "ks": float(stats.ks_2samp(u, p).statistic),
             }
@@ -672,10 +685,18 @@ def _table_bound(model: pm.Model, table: TableSpec, target: float) -> TableBound
             )
     max_mean_abs = target / delta_s if delta_s > 0 else math.inf
     return TableBound(
-        name=spec.name, n_dp=n_dp, count_mechanism=repr(spec.mechanism),
-        sums=tuple(s.name for s in table.sums), guarantee=label, delta_s=delta_s,
-        n_mean=n_mean, n_sd=n_sd, mean_abs_deviation=mean_abs, bound=bound,
-        vacuous=bound >= 1.0, max_mean_abs_deviation=max_mean_abs,
+        name=spec.name,
+        n_dp=n_dp,
+        count_mechanism=repr(spec.mechanism),
+        sums=tuple(s.name for s in table.sums),
+        guarantee=label,
+        delta_s=delta_s,
+        n_mean=n_mean,
+        n_sd=n_sd,
+        mean_abs_deviation=mean_abs,
+        bound=bound,
+        vacuous=bound >= 1.0,
+        max_mean_abs_deviation=max_mean_abs,
         required_count_privacy=_required_count_privacy(spec.mechanism, max_mean_abs),
         note=note,
     )
@@ -764,11 +785,15 @@ def plugin_check(
         )
     comparison = (
         compare_posteriors(idata, plugin_idata, var_names=var_names, prob=prob)
-        if idata is not None else None
+        if idata is not None
+        else None
     )
     rows = tuple(_table_bound(model, table, float(target)) for table in tables)
     bound = min(1.0, sum(row.bound for row in rows))
     return PluginCheck(
-        tables=rows, bound=bound, vacuous=bound >= 1.0, target=float(target),
+        tables=rows,
+        bound=bound,
+        vacuous=bound >= 1.0,
+        target=float(target),
         comparison=comparison,
     )

@@ -52,9 +52,7 @@ FULL_REFRESH_MAX_STEPS = 5
 def moving_parameters(model: pm.Model, compiled: CompiledModel) -> list:
     """The value variables an interweaving move changes: every continuous parameter (not ``n``)."""
     n_names = set(compiled.n_value_names)
-    return [
-        v for v in model.value_vars if v.name not in n_names and v.dtype.startswith("float")
-    ]
+    return [v for v in model.value_vars if v.name not in n_names and v.dtype.startswith("float")]
 
 
 class Interweave(BlockedStep):
@@ -140,7 +138,9 @@ class Interweave(BlockedStep):
         if method != "full-refresh":
             self.noncentred = build_noncentred(model, compiled.blocks, names)
         if method == "noncentred" and self.noncentred is None:
-            missing = [k for k, form in describe_forms(model, compiled.blocks).items() if form is None]
+            missing = [
+                k for k, form in describe_forms(model, compiled.blocks).items() if form is None
+            ]
             raise ValueError(
                 f"Interweave: record variable(s) {missing} have no non-centred form; use "
                 "method='auto' or 'full-refresh'."
@@ -222,7 +222,10 @@ class Interweave(BlockedStep):
             else:
                 default, most, cost = 1, min(self.max_steps, FULL_REFRESH_MAX_STEPS), 0.5
             self._tuner = rw.Tuner(
-                flat.shape[0], self.n_steps or default, most, adapt_steps=self.n_steps is None,
+                flat.shape[0],
+                self.n_steps or default,
+                most,
+                adapt_steps=self.n_steps is None,
                 relative_cost=cost,
             )
             self._last_exit = None

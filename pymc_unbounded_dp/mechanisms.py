@@ -745,11 +745,19 @@ class CustomMechanism(Mechanism):
                 f"{owner}: `numba_logp` must be a numba function (decorated with @numba.njit), "
                 f"got {numba_logp!r}."
             )
-        for key, value in (("name", name), ("scale", math.nan), ("sensitivity", sensitivity),
-                           ("norm", norm), ("discrete", bool(discrete)),
-                           ("_domain", domain), ("_privacy", _check_privacy(privacy, owner)),
-                           ("_logp", logp), ("_simulator", simulate),
-                           ("_numba_logp", numba_logp), ("_release", release)):
+        for key, value in (
+            ("name", name),
+            ("scale", math.nan),
+            ("sensitivity", sensitivity),
+            ("norm", norm),
+            ("discrete", bool(discrete)),
+            ("_domain", domain),
+            ("_privacy", _check_privacy(privacy, owner)),
+            ("_logp", logp),
+            ("_simulator", simulate),
+            ("_numba_logp", numba_logp),
+            ("_release", release),
+        ):
             object.__setattr__(self, key, value)
         self._symbolic_logp(pt.dvector("noise"), check=True)  # validates `logp` now
         self._check_elementwise(owner)
@@ -796,7 +804,8 @@ class CustomMechanism(Mechanism):
                 f"noise of ndim {noise.ndim} it returned ndim {out.ndim}, dtype {out.dtype}."
             )
         free = [
-            v for v in ancestors([out])
+            v
+            for v in ancestors([out])
             if v.owner is None and v is not noise and not isinstance(v, pt.TensorConstant)
         ]
         if check and free:
@@ -847,8 +856,9 @@ class CustomMechanism(Mechanism):
                 f"{owner}: `logp` must act elementwise on the noise; on {_CHECK_POINTS.size} "
                 f"values it raised {str(error).splitlines()[0]!r}."
             ) from None
-        alone = np.concatenate([self._logpdf_function(_CHECK_POINTS[i : i + 1])
-                                for i in range(_CHECK_POINTS.size)])
+        alone = np.concatenate(
+            [self._logpdf_function(_CHECK_POINTS[i : i + 1]) for i in range(_CHECK_POINTS.size)]
+        )
         if not np.allclose(whole, alone, rtol=1e-12, atol=0.0, equal_nan=True):
             raise ValueError(
                 f"{owner}: `logp` must act elementwise on the noise (no sums or other operations "

@@ -274,18 +274,26 @@ def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
     ):
         return _location_scale_form(spec.name, location_scale)
     if isinstance(op, ptr.basic.DirichletRV):
-        return Form(spec.name, "gammas", _dirichlet_ancillary, _dirichlet_records, uniforms="row",
-                    relative_cost=5.0)
+        return Form(
+            spec.name,
+            "gammas",
+            _dirichlet_ancillary,
+            _dirichlet_records,
+            uniforms="row",
+            relative_cost=5.0,
+        )
     if isinstance(op, ptr.basic.MvNormalRV):
-        return Form(spec.name, "cholesky", _mvnormal_ancillary, _mvnormal_records,
-                    relative_cost=0.1)
+        return Form(
+            spec.name, "cholesky", _mvnormal_ancillary, _mvnormal_records, relative_cost=0.1
+        )
     if rv.ndim != 1:  # univariate records only below (record axis only)
         return None
     if _is_discrete(rv):
         return _discrete_form(spec.name, rv, op)
     if _has(pm.icdf, rv) and _has(pm.logcdf, rv):
         return Form(
-            spec.name, "inverse-cdf",
+            spec.name,
+            "inverse-cdf",
             ancillary=lambda rv, params, v: pt.exp(pm.logcdf(rv, rv)),
             records=lambda u, rv, params: pm.icdf(rv, u),
             relative_cost=0.5,
@@ -510,7 +518,9 @@ def build_noncentred(
     graphs = noncentred_graphs(model, blocks.records, forms)
     value_vars = list(model.value_vars)
     ancillary_fn = compile_pymc(
-        [*value_vars, *graphs.uniforms], graphs.ancillaries, on_unused_input="ignore",
+        [*value_vars, *graphs.uniforms],
+        graphs.ancillaries,
+        on_unused_input="ignore",
         mode=KERNEL_MODE,
     )
     releases = [s.release_rv for s in blocks.sums]
@@ -520,7 +530,9 @@ def build_noncentred(
         [*value_vars, *graphs.u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
     )
     records_fn = compile_pymc(
-        [*value_vars, *graphs.u_inputs], list(graphs.records.values()), on_unused_input="ignore",
+        [*value_vars, *graphs.u_inputs],
+        list(graphs.records.values()),
+        on_unused_input="ignore",
         mode=KERNEL_MODE,
     )
     for fn in (ancillary_fn, log_target_fn, records_fn):

@@ -105,7 +105,9 @@ def sample(
     if blas_threads is not None and (
         isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
     ):
-        raise ValueError(f"`blas_threads` must be a positive integer or None, got {blas_threads!r}.")
+        raise ValueError(
+            f"`blas_threads` must be a positive integer or None, got {blas_threads!r}."
+        )
     _check_draws(draws, tune, chains, cores)
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in _STEP_NAMES}
     if "target_accept" in kwargs:  # as pm.sample: an option of NUTS
@@ -119,8 +121,13 @@ def sample(
         )
     compiled = compile_model(model)
     step = augmentation_step(
-        model, step, n_moves=n_moves, interweave=interweave, keep_records=keep_records,
-        step_kwargs=step_kwargs, log_likelihood=log_likelihood,
+        model,
+        step,
+        n_moves=n_moves,
+        interweave=interweave,
+        keep_records=keep_records,
+        step_kwargs=step_kwargs,
+        log_likelihood=log_likelihood,
     )
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
@@ -179,7 +186,8 @@ def _tidy(result, compiled, keep_records):
     if stats is not None and any(name.startswith(_LOG_LIKELIHOOD) for name in stats.data_vars):
         _set_group(result, "log_likelihood", _log_likelihood_dataset(stats, observed))
         _set_group(
-            result, "sample_stats",
+            result,
+            "sample_stats",
             _without(stats, [n for n in stats.data_vars if n.startswith(_LOG_LIKELIHOOD)]),
         )
     return result
@@ -193,7 +201,7 @@ def _log_likelihood_dataset(stats: xr.Dataset, observed: xr.Dataset | None) -> x
     like the released values in ``observed_data`` (as ArviZ's LOO and WAIC expect)."""
     data = {}
     for stat in [n for n in stats.data_vars if n.startswith(_LOG_LIKELIHOOD)]:
-        name = stat[len(_LOG_LIKELIHOOD):]
+        name = stat[len(_LOG_LIKELIHOOD) :]
         values = stats[stat].values
         if values.dtype == object:  # array-valued per draw, as stored by some trace backends
             values = np.stack(values.ravel()).reshape(*values.shape, -1)
@@ -223,8 +231,10 @@ def _records_dataset(kept: xr.DataArray, tables) -> xr.Dataset:
         single = len(tables) == 1
         record_dim = "record" if single else f"{table.spec.label}_record"
         count_name = (
-            "n" if single
-            else table.sample_size.name if table.sample_size is not None
+            "n"
+            if single
+            else table.sample_size.name
+            if table.sample_size is not None
             else f"n_{table.spec.label}"
         )
         first_name = table.record_names[0]
@@ -241,6 +251,8 @@ def _records_dataset(kept: xr.DataArray, tables) -> xr.Dataset:
             dims = ["chain", "kept_draw", record_dim]
             dims += list(spec.dims or (f"{name}_dim_{i}" for i in range(first.ndim - 1)))
             data[name] = (dims, array)
-            coords.update({d: list(model_coords[d]) for d in spec.dims or () if model_coords.get(d)})
+            coords.update(
+                {d: list(model_coords[d]) for d in spec.dims or () if model_coords.get(d)}
+            )
         data[count_name] = (["chain", "kept_draw"], counts)
     return xr.Dataset(data, coords=coords)

@@ -34,6 +34,7 @@ __all__ = [
 Neighbouring = Literal["add/remove", "replace-one"]
 Norm = Literal["l1", "l2"]
 
+
 class SensitivityWarning(UserWarning):
     """A mechanism's declared sensitivity does not match the one derived from the statistic.
 
@@ -59,7 +60,9 @@ def check_neighbouring(neighbouring, owner: str) -> str:
     return neighbouring
 
 
-def sum_sensitivity(lower, upper, *, norm: Norm, neighbouring: Neighbouring = "add/remove") -> float:
+def sum_sensitivity(
+    lower, upper, *, norm: Norm, neighbouring: Neighbouring = "add/remove"
+) -> float:
     """Sensitivity of ``sum_i t(x_i)`` when every coordinate ``t_j`` lies in ``[lower_j, upper_j]``.
 
     Parameters

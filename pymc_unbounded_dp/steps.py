@@ -116,8 +116,10 @@ class RecordsStep(BlockedStep):
     def _initial_n_moves(self) -> list[int]:
         """Birth/death moves per iteration of each table (0 for a table with a known ``n``)."""
         return [
-            0 if t.sample_size is None
-            else kernels.default_n_moves(t.spec.initial_n) if self._requested_moves is None
+            0
+            if t.sample_size is None
+            else kernels.default_n_moves(t.spec.initial_n)
+            if self._requested_moves is None
             else int(self._requested_moves)
             for t in self.compiled.tables
         ]
@@ -157,10 +159,16 @@ class RecordsStep(BlockedStep):
         for k, (table, target) in enumerate(zip(tables, targets)):
             if self.adapt_n_moves and self.tune and table.sample_size is not None:
                 self.n_moves[k] = kernels.default_n_moves(self._states[k].n)
-            self._states[k], info = kernels.sweep(target, self._states[k], self.rng, self.n_moves[k])
+            self._states[k], info = kernels.sweep(
+                target, self._states[k], self.rng, self.n_moves[k]
+            )
             totals += [
-                info.refresh_accepted, info.refresh_proposed, info.births_accepted,
-                info.births_proposed, info.deaths_accepted, info.deaths_proposed,
+                info.refresh_accepted,
+                info.refresh_proposed,
+                info.births_accepted,
+                info.births_proposed,
+                info.deaths_accepted,
+                info.deaths_proposed,
             ]
             table.set_records(self._states[k].active_records())
             if table.n_value_name is not None:
@@ -290,8 +298,7 @@ def _parameter_steps(
     allowed = None if only is None else {v.name for v in only}
     selected = {
         cls: [
-            v for v in variables
-            if v.name not in n_names and (allowed is None or v.name in allowed)
+            v for v in variables if v.name not in n_names and (allowed is None or v.name in allowed)
         ]
         for cls, variables in selected.items()
     }
@@ -315,7 +322,9 @@ def _without_release_terms(model: pm.Model, compiled: CompiledModel):
     """
     releases = {s.release_rv for s in compiled.blocks.sums}
     releases |= {n.release_rv for n in compiled.blocks.sample_sizes}
-    kept = [rv for rv in model.free_RVs + model.observed_RVs + model.potentials if rv not in releases]
+    kept = [
+        rv for rv in model.free_RVs + model.observed_RVs + model.potentials if rv not in releases
+    ]
 
     def logp(vars=None, **kwargs):
         return type(model).logp(model, vars=kept if vars is None else vars, **kwargs)
@@ -382,7 +391,9 @@ class DataAugmentation(CompoundStep):
         compiled = compile_model(model)
         self._check_kind(compiled)
         if keep_records is not None and (not isinstance(keep_records, int) or keep_records < 1):
-            raise ValueError(f"`keep_records` must be a positive integer or None, got {keep_records!r}.")
+            raise ValueError(
+                f"`keep_records` must be a positive integer or None, got {keep_records!r}."
+            )
         parameters = _parameter_steps(model, compiled, parameter_step, step_kwargs, only=vars)
         leaf = RecordsStep(
             self._claimed_vars(model, compiled),
@@ -488,8 +499,13 @@ class ReversibleJump(DataAugmentation):
             raise ValueError(f"`n_moves` must be a positive integer, got {n_moves!r}.")
         self._requested_moves = n_moves
         super().__init__(
-            parameter_step, interweave=interweave, model=model, keep_records=keep_records,
-            step_kwargs=step_kwargs, vars=vars, log_likelihood=log_likelihood,
+            parameter_step,
+            interweave=interweave,
+            model=model,
+            keep_records=keep_records,
+            step_kwargs=step_kwargs,
+            vars=vars,
+            log_likelihood=log_likelihood,
         )
 
     def _check_kind(self, compiled: CompiledModel) -> None:
@@ -520,15 +536,20 @@ def augmentation_step(
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
     kwargs = {
-        "model": model, "keep_records": keep_records, "step_kwargs": step_kwargs,
-        "interweave": interweave, "vars": vars, "log_likelihood": log_likelihood,
+        "model": model,
+        "keep_records": keep_records,
+        "step_kwargs": step_kwargs,
+        "interweave": interweave,
+        "vars": vars,
+        "log_likelihood": log_likelihood,
     }
     if not compiled.unbounded:
         if n_moves is not None:
-            raise ValueError("`n_moves` applies to unbounded DP only (the model has no SampleSize).")
+            raise ValueError(
+                "`n_moves` applies to unbounded DP only (the model has no SampleSize)."
+            )
         return DataAugmentation(parameter_step, **kwargs)
     return ReversibleJump(parameter_step, n_moves=n_moves, **kwargs)
-
 
 
 class PrivateDataStep(BlockedStep):

@@ -75,7 +75,15 @@ __all__ = [
 
 #: The nine released sums, in release order.
 R_STATISTIC_NAMES = (
-    "sum_y", "sum_x1_y", "sum_x2_y", "sum_y2", "sum_x1", "sum_x2", "sum_x1_2", "sum_x1_x2", "sum_x2_2"
+    "sum_y",
+    "sum_x1_y",
+    "sum_x2_y",
+    "sum_y2",
+    "sum_x1",
+    "sum_x2",
+    "sum_x1_2",
+    "sum_x1_x2",
+    "sum_x2_2",
 )
 #: Records are clamped to ``[-R_CLAMP, R_CLAMP]`` and divided by ``R_CLAMP``.
 R_CLAMP = 5.0
@@ -156,7 +164,9 @@ def simulate_reference_release(
 # --------------------------------------------------------------------------------------------------
 # exact conditional updates of the parameters given complete records
 # --------------------------------------------------------------------------------------------------
-def normal_gamma_posterior(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+def normal_gamma_posterior(
+    x: np.ndarray, y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     """Posterior of ``(beta, tau)`` given records, under ``beta | tau ~ N(0, I/tau)``, ``tau ~ Gamma(1, 1)``.
 
     Returns ``(mean, precision, shape, rate)``: ``tau ~ Gamma(shape, rate)`` and
@@ -311,9 +321,13 @@ def reference_regression_sampler(
     x, y, t = _with_room(x, y, r_record_statistics(x, y), 2 * n + n_moves)
 
     out = {
-        "beta": np.empty((n_iter, 3)), "tau": np.empty(n_iter), "mu": np.empty((n_iter, 2)),
-        "Phi": np.empty((n_iter, 2, 2)), "n": np.empty(n_iter, dtype=np.int64),
-        "refresh_accept_rate": np.empty(n_iter), "birth_accept_rate": np.empty(n_iter),
+        "beta": np.empty((n_iter, 3)),
+        "tau": np.empty(n_iter),
+        "mu": np.empty((n_iter, 2)),
+        "Phi": np.empty((n_iter, 2, 2)),
+        "n": np.empty(n_iter, dtype=np.int64),
+        "refresh_accept_rate": np.empty(n_iter),
+        "birth_accept_rate": np.empty(n_iter),
         "death_accept_rate": np.empty(n_iter),
     }
     for it in range(n_iter):
@@ -371,7 +385,10 @@ def reference_regression_sampler(
                     deaths[0] += 1
 
         out["beta"][it], out["tau"][it], out["mu"][it], out["Phi"][it] = (
-            theta.beta, theta.tau, theta.mu, theta.phi
+            theta.beta,
+            theta.tau,
+            theta.mu,
+            theta.phi,
         )
         out["n"][it] = n
         out["refresh_accept_rate"][it] = accepted / len(new_t) if len(new_t) else np.nan

@@ -11,7 +11,11 @@ Z_LIMIT = 4.0
 
 #: ``pmdp.sample`` settings of the small exact-posterior checks (one process: fast to start).
 EXACT_POSTERIOR_SAMPLING = {
-    "draws": 2000, "tune": 500, "chains": 2, "cores": 1, "progressbar": False,
+    "draws": 2000,
+    "tune": 500,
+    "chains": 2,
+    "cores": 1,
+    "progressbar": False,
     "compute_convergence_checks": False,
 }
 
@@ -36,8 +40,9 @@ def mean_z(samples: np.ndarray, exact: float, exact_se: float = 0.0) -> float:
     return float((samples.mean() - exact) / se)
 
 
-def assert_mean_matches(samples: np.ndarray, exact: float, label: str,
-                        exact_se: float = 0.0) -> None:
+def assert_mean_matches(
+    samples: np.ndarray, exact: float, label: str, exact_se: float = 0.0
+) -> None:
     """Fail unless the sample mean is within ``Z_LIMIT`` Monte Carlo standard errors of ``exact``.
 
     ``exact_se``: standard error of ``exact`` when the oracle is itself a Monte Carlo estimate.
@@ -47,8 +52,9 @@ def assert_mean_matches(samples: np.ndarray, exact: float, label: str,
     assert abs(z) < Z_LIMIT, f"{label}: estimate {estimate:.5f} vs exact {exact:.5f} (z = {z:.1f})"
 
 
-def assert_centred_variance_matches(samples: np.ndarray, mean: float, var: float, label: str,
-                                    var_se: float = 0.0) -> None:
+def assert_centred_variance_matches(
+    samples: np.ndarray, mean: float, var: float, label: str, var_se: float = 0.0
+) -> None:
     """Check the mean of ``(samples - mean)^2`` (centred at the *exact* mean) against the exact
     variance, with a batch-means band (plus ``var_se`` for a Monte Carlo oracle).
 
@@ -65,8 +71,14 @@ def assert_mean_and_spread_match(samples: np.ndarray, mean: float, var: float, l
     assert_centred_variance_matches(samples, mean, var, label)
 
 
-def assert_cdf_matches(samples: np.ndarray, values: np.ndarray, pmf: np.ndarray, label: str,
-                       probs=(0.25, 0.5, 0.75), cdf_se: np.ndarray | None = None) -> None:
+def assert_cdf_matches(
+    samples: np.ndarray,
+    values: np.ndarray,
+    pmf: np.ndarray,
+    label: str,
+    probs=(0.25, 0.5, 0.75),
+    cdf_se: np.ndarray | None = None,
+) -> None:
     """Check ``P(x <= q)`` at the exact ``probs``-quantiles ``q`` of a discrete law (``values``,
     ``pmf``), each against its batch-means band (``cdf_se``: per-value standard errors of a Monte
     Carlo oracle's CDF)."""
@@ -97,8 +109,9 @@ def effective_sample_size(samples: np.ndarray, n_batches: int = 20) -> float:
 P_LIMIT = 1e-4
 
 
-def assert_pmf_matches(samples: np.ndarray, values: np.ndarray, pmf: np.ndarray, label: str,
-                       min_expected: float = 5.0) -> float:
+def assert_pmf_matches(
+    samples: np.ndarray, values: np.ndarray, pmf: np.ndarray, label: str, min_expected: float = 5.0
+) -> float:
     """Chi-square test of the sampled law of a discrete variable (``(chain, draw)`` integer
     samples) against an exact pmf on ``values``, after thinning each chain to the effective sample
     size (so the draws are close to independent). Adjacent values are pooled until every cell

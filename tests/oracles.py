@@ -16,8 +16,11 @@ def log_beta_binomial(k, n, a, b):
     inside = (k >= 0) & (k <= n)
     k_in, n_in = np.where(inside, k, 0.0), np.where(inside, n, 0.0)
     out = (
-        special.gammaln(n_in + 1) - special.gammaln(k_in + 1) - special.gammaln(n_in - k_in + 1)
-        + special.betaln(k_in + a, n_in - k_in + b) - special.betaln(a, b)
+        special.gammaln(n_in + 1)
+        - special.gammaln(k_in + 1)
+        - special.gammaln(n_in - k_in + 1)
+        + special.betaln(k_in + a, n_in - k_in + b)
+        - special.betaln(a, b)
     )
     return np.where(inside, out, -np.inf)
 
@@ -27,8 +30,9 @@ def _normalise(log_w):
     return w / w.sum()
 
 
-def bernoulli_posterior(s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None, log_prior_n=None,
-                        n_max=None):
+def bernoulli_posterior(
+    s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None, log_prior_n=None, n_max=None
+):
     """Exact posterior of ``theta ~ Beta(a, b)``, ``x_i ~ Bernoulli(theta)``, ``s_dp = sum x + e``.
 
     Bounded DP: give ``n``. Unbounded DP: give ``n_dp``, ``n_mechanism`` and ``log_prior_n``
@@ -73,8 +77,10 @@ def two_variable_posterior(s_dp, mechanisms, n, a=1.0, b=1.0, c=1.0, d=1.0):
     k1 = np.arange(n + 1)[:, None]
     k2 = np.arange(n + 1)[None, :]
     log_w = (
-        log_beta_binomial(k1, n, a, b) + log_beta_binomial(k2, k1, c, d)
-        + mechanisms[0].logpdf(s_dp[0] - k1) + mechanisms[1].logpdf(s_dp[1] - k2)
+        log_beta_binomial(k1, n, a, b)
+        + log_beta_binomial(k2, k1, c, d)
+        + mechanisms[0].logpdf(s_dp[0] - k1)
+        + mechanisms[1].logpdf(s_dp[1] - k2)
     )
     w = _normalise(log_w)
     alpha = (a + k1) / (a + b + n)
@@ -95,8 +101,18 @@ def log_normal_laplace(s, mean, var, scale):
     return np.log(0.5 / scale) + var / (2 * scale**2) + np.logaddexp(t1, t2)
 
 
-def normal_posterior(s_dp, laplace_scale, sigma, prior_mean, prior_sd, n=None, n_dp=None,
-                     n_mechanism=None, n_max=None, grid=4001):
+def normal_posterior(
+    s_dp,
+    laplace_scale,
+    sigma,
+    prior_mean,
+    prior_sd,
+    n=None,
+    n_dp=None,
+    n_mechanism=None,
+    n_max=None,
+    grid=4001,
+):
     """Posterior of ``mu ~ N(prior_mean, prior_sd)``, ``x_i ~ N(mu, sigma)``, ``s_dp = sum x + Lap``.
 
     Quadrature over ``mu`` on a fine grid; ``n`` fixed or summed over ``1..n_max`` with a flat prior
@@ -104,9 +120,8 @@ def normal_posterior(s_dp, laplace_scale, sigma, prior_mean, prior_sd, n=None, n
     """
     mu = np.linspace(prior_mean - 8 * prior_sd, prior_mean + 8 * prior_sd, grid)
     ns = np.array([n]) if n is not None else np.arange(1, n_max + 1)
-    log_w = (
-        stats.norm.logpdf(mu[None, :], prior_mean, prior_sd)
-        + log_normal_laplace(s_dp, ns[:, None] * mu[None, :], ns[:, None] * sigma**2, laplace_scale)
+    log_w = stats.norm.logpdf(mu[None, :], prior_mean, prior_sd) + log_normal_laplace(
+        s_dp, ns[:, None] * mu[None, :], ns[:, None] * sigma**2, laplace_scale
     )
     if n is None:
         log_w = log_w + n_mechanism.logpdf(n_dp - ns)[:, None]
@@ -136,19 +151,37 @@ def _sample_sizes(n, n_dp, n_mechanism, n_max):
 
 def _n_summary(ns, n_pmf):
     n_mean = float(np.sum(n_pmf * ns))
-    return {"n_mean": n_mean, "n_var": float(np.sum(n_pmf * ns**2) - n_mean**2),
-            "n_values": ns, "n_pmf": n_pmf}
+    return {
+        "n_mean": n_mean,
+        "n_var": float(np.sum(n_pmf * ns**2) - n_mean**2),
+        "n_values": ns,
+        "n_pmf": n_pmf,
+    }
 
 
 def _grid_summary(name, grid, w):
     """Mean, variance and CDF on ``grid`` of a posterior given by weights ``w`` on ``grid``."""
     mean = float(np.sum(w * grid))
-    return {f"{name}_mean": mean, f"{name}_var": float(np.sum(w * (grid - mean) ** 2)),
-            f"{name}_grid": grid, f"{name}_cdf": np.cumsum(w)}
+    return {
+        f"{name}_mean": mean,
+        f"{name}_var": float(np.sum(w * (grid - mean) ** 2)),
+        f"{name}_grid": grid,
+        f"{name}_cdf": np.cumsum(w),
+    }
 
 
-def regression_posterior(s_dp, scales, n=None, n_dp=None, n_mechanism=None, n_max=None,
-                         mu_prior=(0.0, 1.0), beta_prior=(0.0, 1.0), grid=121, sx_points=8):
+def regression_posterior(
+    s_dp,
+    scales,
+    n=None,
+    n_dp=None,
+    n_mechanism=None,
+    n_max=None,
+    mu_prior=(0.0, 1.0),
+    beta_prior=(0.0, 1.0),
+    grid=121,
+    sx_points=8,
+):
     r"""Posterior of ``mu ~ N(mu_prior)``, ``beta ~ N(beta_prior)``, ``x_i ~ N(mu, 1)``,
     ``y_i | x_i ~ N(beta x_i, 1)``, released ``s_dp = (sum x + Lap(scales[0]), sum y + Lap(scales[1]))``.
 
@@ -179,7 +212,9 @@ def regression_posterior(s_dp, scales, n=None, n_dp=None, n_mechanism=None, n_ma
         sd = np.sqrt(size)
         step = sd / sx_points
         sx = np.arange(size * mu[0] - 10 * sd, size * mu[-1] + 10 * sd + step, step)
-        log_a = -0.5 * ((sx[None, :] - size * mu[:, None]) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
+        log_a = -0.5 * ((sx[None, :] - size * mu[:, None]) / sd) ** 2 - np.log(
+            sd * np.sqrt(2 * np.pi)
+        )
         log_a = log_a + lap_x(s_dp[0] - sx) + np.log(step)
         # log density of Sy + noise at s_dp[1], a smooth function of z = s_dp[1] - beta Sx:
         # tabulated once per n on a fine grid and interpolated (error < 1e-6 in log).
@@ -191,7 +226,8 @@ def regression_posterior(s_dp, scales, n=None, n_dp=None, n_mechanism=None, n_ma
         with np.errstate(divide="ignore"):
             log_lik[j] = a_max + b_max + np.log(np.exp(log_a - a_max) @ np.exp(log_b - b_max))
     log_w = (
-        log_w_n[:, None, None] + log_lik
+        log_w_n[:, None, None]
+        + log_lik
         + stats.norm.logpdf(mu, *mu_prior)[None, :, None]
         + stats.norm.logpdf(beta, *beta_prior)[None, None, :]
     )
@@ -203,8 +239,9 @@ def regression_posterior(s_dp, scales, n=None, n_dp=None, n_mechanism=None, n_ma
     }
 
 
-def poisson_posterior(s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None, n_max=None,
-                      k_max=3000):
+def poisson_posterior(
+    s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None, n_max=None, k_max=3000
+):
     """Posterior of ``lam ~ Gamma(a, rate b)``, ``x_i ~ Poisson(lam)``, ``s_dp = sum x + e``.
 
     How it is computed: ``K = sum x ~ Poisson(n lam)``, so with ``lam`` integrated out ``K | n`` is
@@ -220,16 +257,22 @@ def poisson_posterior(s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None
     N, K = np.meshgrid(ns.astype(float), np.arange(k_max + 1.0), indexing="ij")
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pk = (
-            special.gammaln(a + K) - special.gammaln(a) - special.gammaln(K + 1)
-            + a * np.log(b / (b + N)) + special.xlogy(K, N / (b + N))
+            special.gammaln(a + K)
+            - special.gammaln(a)
+            - special.gammaln(K + 1)
+            + a * np.log(b / (b + N))
+            + special.xlogy(K, N / (b + N))
         )
     log_pk = np.where((N == 0) & (K > 0), -np.inf, log_pk)
     w = _normalise(log_w_n[:, None] + log_pk + mechanism.logpdf(s_dp - K))
     m1 = (a + K) / (b + N)
     m2 = m1 * (a + K + 1) / (b + N)
     lam_mean = float(np.sum(w * m1))
-    return {"lam_mean": lam_mean, "lam_var": float(np.sum(w * m2) - lam_mean**2),
-            **_n_summary(ns, w.sum(axis=1))}
+    return {
+        "lam_mean": lam_mean,
+        "lam_var": float(np.sum(w * m2) - lam_mean**2),
+        **_n_summary(ns, w.sum(axis=1)),
+    }
 
 
 def log_gamma_laplace(s, shape, scale):
@@ -259,8 +302,9 @@ def log_gamma_laplace(s, shape, scale):
     return -np.log(2 * scale) + np.logaddexp(upper, lower)
 
 
-def gamma_shape_posterior(s_dp, scale, a, b, n=None, n_dp=None, n_mechanism=None, n_max=None,
-                          theta_max=25.0, grid=10001):
+def gamma_shape_posterior(
+    s_dp, scale, a, b, n=None, n_dp=None, n_mechanism=None, n_max=None, theta_max=25.0, grid=10001
+):
     """Posterior of ``theta ~ Gamma(a, rate b)``, ``x_i ~ Gamma(theta, rate 1)``,
     ``s_dp = sum x + Lap(scale)``.
 
@@ -283,8 +327,9 @@ def gamma_shape_posterior(s_dp, scale, a, b, n=None, n_dp=None, n_mechanism=None
     return {**_grid_summary("theta", theta, w.sum(axis=0)), **_n_summary(ns, w.sum(axis=1))}
 
 
-def importance_posterior(simulate, log_eta, draws, rng, n_values=None, n_log_weights=None,
-                         batch=100_000):
+def importance_posterior(
+    simulate, log_eta, draws, rng, n_values=None, n_log_weights=None, batch=100_000
+):
     r"""Self-normalised importance sampling of ``pi(theta, n | s_dp)`` from the prior.
 
     How it is computed: ``theta`` from the prior, ``n`` from ``q(n) ∝ exp(n_log_weights)`` (the
@@ -329,8 +374,11 @@ def importance_posterior(simulate, log_eta, draws, rng, n_values=None, n_log_wei
         return mean, float(np.sqrt(np.sum(w**2 * (h - mean) ** 2)))
 
     mean = estimate(theta)
-    out = {"theta": mean, "theta_var": estimate((theta - mean[0]) ** 2),
-           "ess": float(1 / np.sum(w**2))}
+    out = {
+        "theta": mean,
+        "theta_var": estimate((theta - mean[0]) ** 2),
+        "ess": float(1 / np.sum(w**2)),
+    }
     if n_values is not None:
         out["n"] = estimate(n.astype(float))
         out["n_var"] = estimate((n - out["n"][0]) ** 2)
@@ -340,8 +388,9 @@ def importance_posterior(simulate, log_eta, draws, rng, n_values=None, n_log_wei
     return out
 
 
-def dirichlet_posterior_mc(s_dp, scale, clamp, a, b, rng, n=None, n_dp=None, n_mechanism=None,
-                           n_max=None, draws=1_000_000):
+def dirichlet_posterior_mc(
+    s_dp, scale, clamp, a, b, rng, n=None, n_dp=None, n_mechanism=None, n_max=None, draws=1_000_000
+):
     """Posterior of ``c ~ Gamma(a, rate b)``, ``x_i ~ Dirichlet(c (1, 1, 1))``, released
     ``s_dp = sum_i log(max(x_i, clamp)) + Lap(scale)`` per coordinate, by Monte Carlo.
 
@@ -394,8 +443,12 @@ def bernoulli_tables_posterior(tables, a, b, size_max=60):
     N = K + F
     log_w = []
     for table in tables:
-        lw = (special.gammaln(N + 1) - special.gammaln(K + 1) - special.gammaln(F + 1)
-              + table["mechanism"].logpdf(table["s_dp"] - K))
+        lw = (
+            special.gammaln(N + 1)
+            - special.gammaln(K + 1)
+            - special.gammaln(F + 1)
+            + table["mechanism"].logpdf(table["s_dp"] - K)
+        )
         if "n" in table:
             lw = np.where(N == table["n"], lw, -np.inf)
         else:
@@ -408,8 +461,11 @@ def bernoulli_tables_posterior(tables, a, b, size_max=60):
     keep = np.isfinite(lw1.ravel())
     k1, f1, l1 = k1[keep], f1[keep], lw1.ravel()[keep]
     # log joint over (entry of table 1) x (k2, f2), theta integrated out
-    log_joint = (l1[:, None, None] + lw2[None]
-                 + special.betaln(a + k1[:, None, None] + K[None], b + f1[:, None, None] + F[None]))
+    log_joint = (
+        l1[:, None, None]
+        + lw2[None]
+        + special.betaln(a + k1[:, None, None] + K[None], b + f1[:, None, None] + F[None])
+    )
     w = _normalise(np.where(np.isfinite(log_joint), log_joint, -np.inf))
     s_k = a + k1[:, None, None] + K[None]
     s_f = b + f1[:, None, None] + F[None]
@@ -423,6 +479,12 @@ def bernoulli_tables_posterior(tables, a, b, size_max=60):
     for t, pmf in ((1, pmf1), (2, pmf2)):
         values = np.arange(pmf.size)
         mean = float(np.sum(values * pmf))
-        out.update({f"n{t}_values": values, f"n{t}_pmf": pmf, f"n{t}_mean": mean,
-                    f"n{t}_var": float(np.sum(pmf * (values - mean) ** 2))})
+        out.update(
+            {
+                f"n{t}_values": values,
+                f"n{t}_pmf": pmf,
+                f"n{t}_mean": mean,
+                f"n{t}_var": float(np.sum(pmf * (values - mean) ** 2)),
+            }
+        )
     return out

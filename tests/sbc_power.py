@@ -37,6 +37,14 @@ def failure_rate(replications, kept, c, rho=0.0, runs=2000, seed=0):
 if __name__ == "__main__":
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     print("R x L | rho | c=1 | c=0.8 | c=1.2")
-    for replications, kept, rho in [(120, 99, 0.0), (500, 39, 0.0), (500, 39, 0.05), (500, 39, 0.1)]:
+    for replications, kept, rho in [
+        (120, 99, 0.0),
+        (500, 39, 0.0),
+        (500, 39, 0.05),
+        (500, 39, 0.1),
+    ]:
         rates = [failure_rate(replications, kept, c, rho, runs) for c in (1.0, 0.8, 1.2)]
-        print(f"{replications} x {kept} | {rho} | " + " | ".join(f"{r:.3f}" for r in rates), flush=True)
+        print(
+            f"{replications} x {kept} | {rho} | " + " | ".join(f"{r:.3f}" for r in rates),
+            flush=True,
+        )

@@ -65,8 +65,9 @@ def normal_sum(observed):
         with pm.Model():
             mu = pm.Normal("mu", 0, 1)
             x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=10)
-            pmdp.PrivatizedSum("s", pt.clip(x, -3, 3), pmdp.Laplace(epsilon=1, sensitivity=6),
-                               observed)
+            pmdp.PrivatizedSum(
+                "s", pt.clip(x, -3, 3), pmdp.Laplace(epsilon=1, sensitivity=6), observed
+            )
 
     return build
 
@@ -138,15 +139,31 @@ CATALOGUE = [
     ("n_dp-bool", sample_size(True), TypeError, ["`n_dp`", "numeric"]),
     ("n_dp-beyond-2**53", sample_size(1e300), ValueError, ["`n_dp`", "2**53"]),
     ("n_dp-not-integer", sample_size(10.5), ValueError, ["`n_dp`", "must be an integer"]),
-    ("n_dp-masked", sample_size(np.ma.masked_array(5, mask=True)), ValueError,
-     ["`n_dp`", "masked"]),
-    ("n_dp-huge-records", huge_sample_size, ValueError,
-     ["Records('x')", "`n`", "`n_dp`", "MAX_RECORDS"]),
+    (
+        "n_dp-masked",
+        sample_size(np.ma.masked_array(5, mask=True)),
+        ValueError,
+        ["`n_dp`", "masked"],
+    ),
+    (
+        "n_dp-huge-records",
+        huge_sample_size,
+        ValueError,
+        ["Records('x')", "`n`", "`n_dp`", "MAX_RECORDS"],
+    ),
     ("n-mechanism-string", sample_size(mechanism="laplace"), TypeError, ["`mechanism`"]),
-    ("n-prior-negative-support", sample_size(prior=pm.DiscreteUniform.dist(-5, 10)), ValueError,
-     ["`prior`", "n < 0"]),
-    ("n-prior-continuous", sample_size(prior=pm.Normal.dist(50, 5)), TypeError,
-     ["`prior`", "discrete"]),
+    (
+        "n-prior-negative-support",
+        sample_size(prior=pm.DiscreteUniform.dist(-5, 10)),
+        ValueError,
+        ["`prior`", "n < 0"],
+    ),
+    (
+        "n-prior-continuous",
+        sample_size(prior=pm.Normal.dist(50, 5)),
+        TypeError,
+        ["`prior`", "discrete"],
+    ),
     ("n-prior-not-a-distribution", sample_size(prior=50), TypeError, ["`prior`", ".dist("]),
     # Records: the number of records, the distribution, the name
     ("n-nan", records(np.nan), ValueError, ["Records('x')", "`n`", "non-negative integer"]),
@@ -158,61 +175,140 @@ CATALOGUE = [
     ("n-bool", records(True), TypeError, ["`n`", "non-negative integer"]),
     ("n-above-limit", records(10**10), ValueError, ["`n`", "MAX_RECORDS"]),
     ("n-other-tensor", records(pt.constant(5)), TypeError, ["`n`", "SampleSize"]),
-    ("dist-registered", records(10, lambda m: pm.Bernoulli("b", m["theta"])), ValueError,
-     ["Records('x')", "`dist`", "already a model variable"]),
+    (
+        "dist-registered",
+        records(10, lambda m: pm.Bernoulli("b", m["theta"])),
+        ValueError,
+        ["Records('x')", "`dist`", "already a model variable"],
+    ),
     ("dist-array", records(10, lambda m: np.ones(3)), TypeError, ["`dist`", ".dist("]),
     ("dist-expression", records(10, lambda m: m["theta"] * 2), TypeError, ["`dist`", ".dist("]),
-    ("dist-row-wise-other-table", row_wise_other_table, ValueError,
-     ["Records('y')", "`dist`", "own table"]),
+    (
+        "dist-row-wise-other-table",
+        row_wise_other_table,
+        ValueError,
+        ["Records('y')", "`dist`", "own table"],
+    ),
     ("name-taken", records(10, name="theta"), ValueError, ["Records('theta')", "`name`"]),
     ("name-empty", records(10, name=""), TypeError, ["`name`", "non-empty string"]),
     # PrivatizedSum: the statistic
-    ("statistic-none", statistic_sum(lambda m: None), TypeError,
-     ["PrivatizedSum('s')", "`statistic`"]),
-    ("statistic-numpy", statistic_sum(lambda m: np.ones(10)), TypeError, ["`statistic`", "ndarray"]),
+    (
+        "statistic-none",
+        statistic_sum(lambda m: None),
+        TypeError,
+        ["PrivatizedSum('s')", "`statistic`"],
+    ),
+    (
+        "statistic-numpy",
+        statistic_sum(lambda m: np.ones(10)),
+        TypeError,
+        ["`statistic`", "ndarray"],
+    ),
     ("statistic-string", statistic_sum(lambda m: "x"), TypeError, ["`statistic`", "str"]),
-    ("statistic-list", statistic_sum(lambda m: [m["x"], 1 - m["x"]], [1.0, 2.0]), TypeError,
-     ["`statistic`", "pt.stack"]),
-    ("statistic-of-parameter", statistic_sum(lambda m: m["x"] * m["theta"]), ValueError,
-     ["`statistic`", "model parameter"]),
-    ("statistic-no-records", statistic_sum(lambda m: m["theta"] * 2), ValueError,
-     ["`statistic`", "does not depend on any pmdp.Records"]),
-    ("statistic-summed", statistic_sum(lambda m: m["x"].sum()), ValueError,
-     ["`statistic`", "leading record axis"]),
-    ("statistic-mean-centred", statistic_sum(lambda m: m["x"] - m["x"].mean()), ValueError,
-     ["`statistic`", "not record-additive"]),
+    (
+        "statistic-list",
+        statistic_sum(lambda m: [m["x"], 1 - m["x"]], [1.0, 2.0]),
+        TypeError,
+        ["`statistic`", "pt.stack"],
+    ),
+    (
+        "statistic-of-parameter",
+        statistic_sum(lambda m: m["x"] * m["theta"]),
+        ValueError,
+        ["`statistic`", "model parameter"],
+    ),
+    (
+        "statistic-no-records",
+        statistic_sum(lambda m: m["theta"] * 2),
+        ValueError,
+        ["`statistic`", "does not depend on any pmdp.Records"],
+    ),
+    (
+        "statistic-summed",
+        statistic_sum(lambda m: m["x"].sum()),
+        ValueError,
+        ["`statistic`", "leading record axis"],
+    ),
+    (
+        "statistic-mean-centred",
+        statistic_sum(lambda m: m["x"] - m["x"].mean()),
+        ValueError,
+        ["`statistic`", "not record-additive"],
+    ),
     ("statistic-two-tables", two_tables, ValueError, ["`statistic`", "different tables"]),
     # PrivatizedSum: the released value
-    ("observed-none", statistic_sum(lambda m: m["x"], None), TypeError,
-     ["PrivatizedSum('s')", "`observed`", "required"]),
-    ("observed-masked", statistic_sum(lambda m: m["x"], np.ma.masked_array([3.0], mask=[True])),
-     ValueError, ["`observed`", "masked"]),
-    ("observed-masked-scalar", statistic_sum(lambda m: m["x"], np.ma.masked_array(3.0, mask=True)),
-     ValueError, ["`observed`", "masked"]),
+    (
+        "observed-none",
+        statistic_sum(lambda m: m["x"], None),
+        TypeError,
+        ["PrivatizedSum('s')", "`observed`", "required"],
+    ),
+    (
+        "observed-masked",
+        statistic_sum(lambda m: m["x"], np.ma.masked_array([3.0], mask=[True])),
+        ValueError,
+        ["`observed`", "masked"],
+    ),
+    (
+        "observed-masked-scalar",
+        statistic_sum(lambda m: m["x"], np.ma.masked_array(3.0, mask=True)),
+        ValueError,
+        ["`observed`", "masked"],
+    ),
     ("observed-nan", statistic_sum(lambda m: m["x"], np.nan), ValueError, ["`observed`", "NaN"]),
-    ("observed-inf", statistic_sum(lambda m: m["x"], -np.inf), ValueError,
-     ["`observed`", "infinite"]),
-    ("observed-wrong-shape", statistic_sum(lambda m: m["x"], [1.0, 2.0]), ValueError,
-     ["`observed`", "shape (2,)"]),
+    (
+        "observed-inf",
+        statistic_sum(lambda m: m["x"], -np.inf),
+        ValueError,
+        ["`observed`", "infinite"],
+    ),
+    (
+        "observed-wrong-shape",
+        statistic_sum(lambda m: m["x"], [1.0, 2.0]),
+        ValueError,
+        ["`observed`", "shape (2,)"],
+    ),
     ("observed-wrong-shape-vector", normal_sum([1.0, 2.0]), ValueError, ["`observed`", "shape"]),
     ("observed-string", statistic_sum(lambda m: m["x"], "3"), TypeError, ["`observed`", "numeric"]),
     ("observed-bool", statistic_sum(lambda m: m["x"], True), TypeError, ["`observed`", "numeric"]),
     ("observed-ragged", normal_sum([[1.0], 2.0]), TypeError, ["`observed`", "rectangular"]),
-    ("observed-expression", statistic_sum(lambda m: m["x"], pt.as_tensor(3.0) * 2), TypeError,
-     ["`observed`", "PyTensor expression"]),
-    ("observed-not-integer", statistic_sum(lambda m: m["x"], 3.5, COUNT), ValueError,
-     ["`observed`", "integer-valued", "DiscreteLaplace"]),
+    (
+        "observed-expression",
+        statistic_sum(lambda m: m["x"], pt.as_tensor(3.0) * 2),
+        TypeError,
+        ["`observed`", "PyTensor expression"],
+    ),
+    (
+        "observed-not-integer",
+        statistic_sum(lambda m: m["x"], 3.5, COUNT),
+        ValueError,
+        ["`observed`", "integer-valued", "DiscreteLaplace"],
+    ),
     # PrivatizedSum: the mechanism, name, dims
-    ("mechanism-string", statistic_sum(lambda m: m["x"], 3.0, "laplace"), TypeError,
-     ["PrivatizedSum('s')", "`mechanism`"]),
-    ("mechanism-discrete-on-floats", count_of_floats, ValueError,
-     ["`mechanism`", "integers", "float64"]),
-    ("sum-name-taken", in_model(bernoulli, lambda m: pmdp.PrivatizedSum("theta", m["x"], LAPLACE,
-                                                                       3.0)),
-     ValueError, ["PrivatizedSum('theta')", "`name`"]),
-    ("sum-dims", in_model(bernoulli, lambda m: pmdp.PrivatizedSum("s", m["x"], LAPLACE, 3.0,
-                                                                 dims="stat")),
-     ValueError, ["`dims`"]),
+    (
+        "mechanism-string",
+        statistic_sum(lambda m: m["x"], 3.0, "laplace"),
+        TypeError,
+        ["PrivatizedSum('s')", "`mechanism`"],
+    ),
+    (
+        "mechanism-discrete-on-floats",
+        count_of_floats,
+        ValueError,
+        ["`mechanism`", "integers", "float64"],
+    ),
+    (
+        "sum-name-taken",
+        in_model(bernoulli, lambda m: pmdp.PrivatizedSum("theta", m["x"], LAPLACE, 3.0)),
+        ValueError,
+        ["PrivatizedSum('theta')", "`name`"],
+    ),
+    (
+        "sum-dims",
+        in_model(bernoulli, lambda m: pmdp.PrivatizedSum("s", m["x"], LAPLACE, 3.0, dims="stat")),
+        ValueError,
+        ["`dims`"],
+    ),
     # mechanisms
     ("epsilon-zero", lambda: pmdp.Laplace(epsilon=0), ValueError, ["Laplace", "`epsilon`"]),
     ("epsilon-negative", lambda: pmdp.Laplace(epsilon=-1), ValueError, ["`epsilon`"]),
@@ -220,14 +316,30 @@ CATALOGUE = [
     ("epsilon-inf", lambda: pmdp.Laplace(epsilon=np.inf), ValueError, ["`epsilon`"]),
     ("epsilon-string", lambda: pmdp.Laplace(epsilon="1"), TypeError, ["`epsilon`", "number"]),
     ("epsilon-bool", lambda: pmdp.Laplace(epsilon=True), TypeError, ["`epsilon`", "number"]),
-    ("epsilon-and-scale", lambda: pmdp.Laplace(epsilon=1, scale=1), ValueError,
-     ["`epsilon`", "`scale`"]),
-    ("sensitivity-negative", lambda: pmdp.Laplace(epsilon=1, sensitivity=-1), ValueError,
-     ["`sensitivity`"]),
-    ("sensitivity-string", lambda: pmdp.Gaussian(sigma=1, sensitivity="2"), TypeError,
-     ["`sensitivity`"]),
-    ("sensitivity-fraction-discrete", lambda: pmdp.DiscreteLaplace(epsilon=1, sensitivity=1.5),
-     ValueError, ["`sensitivity`", "integer"]),
+    (
+        "epsilon-and-scale",
+        lambda: pmdp.Laplace(epsilon=1, scale=1),
+        ValueError,
+        ["`epsilon`", "`scale`"],
+    ),
+    (
+        "sensitivity-negative",
+        lambda: pmdp.Laplace(epsilon=1, sensitivity=-1),
+        ValueError,
+        ["`sensitivity`"],
+    ),
+    (
+        "sensitivity-string",
+        lambda: pmdp.Gaussian(sigma=1, sensitivity="2"),
+        TypeError,
+        ["`sensitivity`"],
+    ),
+    (
+        "sensitivity-fraction-discrete",
+        lambda: pmdp.DiscreteLaplace(epsilon=1, sensitivity=1.5),
+        ValueError,
+        ["`sensitivity`", "integer"],
+    ),
     ("sigma-zero", lambda: pmdp.Gaussian(sigma=0), ValueError, ["Gaussian", "`sigma`"]),
     ("rho-negative", lambda: pmdp.DiscreteGaussian(rho=-1), ValueError, ["`rho`"]),
     # before sampling: pmdp.sample, the steps, mcem
@@ -241,25 +353,53 @@ CATALOGUE = [
     ("sample-n-moves-bounded", sample(n_moves=3), ValueError, ["`n_moves`"]),
     ("sample-keep-records-zero", sample(keep_records=0), ValueError, ["`keep_records`"]),
     ("sample-blas-threads-zero", sample(blas_threads=0), ValueError, ["`blas_threads`"]),
-    ("sample-no-release", lambda: pmdp.sample(model=bernoulli(), progressbar=False), ValueError,
-     ["'x'", "no pmdp.PrivatizedSum"]),
-    ("sample-no-records", in_model(pm.Model, lambda m: (pm.Normal("a"), pmdp.sample())),
-     ValueError, ["no pmdp.Records"]),
-    ("reversible-jump-n-moves", in_model(released, lambda m: pmdp.ReversibleJump(n_moves=0)),
-     ValueError, ["`n_moves`"]),
+    (
+        "sample-no-release",
+        lambda: pmdp.sample(model=bernoulli(), progressbar=False),
+        ValueError,
+        ["'x'", "no pmdp.PrivatizedSum"],
+    ),
+    (
+        "sample-no-records",
+        in_model(pm.Model, lambda m: (pm.Normal("a"), pmdp.sample())),
+        ValueError,
+        ["no pmdp.Records"],
+    ),
+    (
+        "reversible-jump-n-moves",
+        in_model(released, lambda m: pmdp.ReversibleJump(n_moves=0)),
+        ValueError,
+        ["`n_moves`"],
+    ),
     ("mcem-replicates-zero", mcem(replicates=0), ValueError, ["`replicates`"]),
     ("mcem-tol-negative", mcem(tol=-1), ValueError, ["`tol`"]),
     ("mcem-method-unknown", mcem(method="newton"), ValueError, ["`method`", "newton"]),
     ("mcem-batches-one", mcem(batches=1), ValueError, ["`batches`"]),
     # risk: dictionaries whose columns cannot match the records'
-    ("risk-min-risk-dtypes", lambda: pmdp.risk.min_risk_rule(RECORDS, AGES_AS_TEXT, WEIGHTS, 1),
-     TypeError, ["'age'", "`dictionary`", "`records`", "int64", "strings"]),
-    ("risk-risk-dtypes", lambda: pmdp.risk.risk(RECORDS, RULE, AGES_AS_TEXT, pmdp.risk.constant(1)),
-     TypeError, ["'age'", "`dictionary`", "int64"]),
-    ("risk-counts-dtypes", lambda: pmdp.risk.consistent_counts(RECORDS, AGES_AS_TEXT), TypeError,
-     ["'age'", "`released`", "`dictionary`"]),
-    ("risk-bool-against-numbers", lambda: pmdp.risk.consistent_counts(
-        RECORDS, pd.DataFrame({"age": [True, False]})), TypeError, ["'age'", "booleans"]),
+    (
+        "risk-min-risk-dtypes",
+        lambda: pmdp.risk.min_risk_rule(RECORDS, AGES_AS_TEXT, WEIGHTS, 1),
+        TypeError,
+        ["'age'", "`dictionary`", "`records`", "int64", "strings"],
+    ),
+    (
+        "risk-risk-dtypes",
+        lambda: pmdp.risk.risk(RECORDS, RULE, AGES_AS_TEXT, pmdp.risk.constant(1)),
+        TypeError,
+        ["'age'", "`dictionary`", "int64"],
+    ),
+    (
+        "risk-counts-dtypes",
+        lambda: pmdp.risk.consistent_counts(RECORDS, AGES_AS_TEXT),
+        TypeError,
+        ["'age'", "`released`", "`dictionary`"],
+    ),
+    (
+        "risk-bool-against-numbers",
+        lambda: pmdp.risk.consistent_counts(RECORDS, pd.DataFrame({"age": [True, False]})),
+        TypeError,
+        ["'age'", "booleans"],
+    ),
 ]
 
 
@@ -302,8 +442,12 @@ def data_model() -> pm.Model:
         n = pmdp.SampleSize("n", pm.Data("n_released", 20.0), COUNT)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
         clamped = pt.clip(x, -2, 2)
-        pmdp.PrivatizedSum("m", pt.stack([clamped, clamped**2], axis=1),
-                           pmdp.Laplace(epsilon=1.0, sensitivity=6.0), pm.Data("m_dp", [4.0, 25.0]))
+        pmdp.PrivatizedSum(
+            "m",
+            pt.stack([clamped, clamped**2], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=6.0),
+            pm.Data("m_dp", [4.0, 25.0]),
+        )
         pmdp.PrivatizedSum("c", x > 0, COUNT, pm.Data("c_dp", 11.0))
     return model
 
@@ -316,8 +460,14 @@ SET_DATA = [
     ("n_released", np.nan, ["SampleSize('n')", "`n_dp` (pm.Data 'n_released')", "NaN"]),
     ("n_released", 20.5, ["SampleSize('n')", "`n_dp`", "must be an integer"]),
 ]
-SET_DATA_IDS = ["nan", "wrong-shape", "count-not-integer", "count-inf", "n_dp-nan",
-                "n_dp-not-integer"]
+SET_DATA_IDS = [
+    "nan",
+    "wrong-shape",
+    "count-not-integer",
+    "count-inf",
+    "n_dp-nan",
+    "n_dp-not-integer",
+]
 
 
 @pytest.fixture
@@ -341,8 +491,14 @@ def expect(error_fragments, call):
     assert not missing, f"{missing} not in: {caught.value}"
 
 
-QUICK = {"draws": 1, "tune": 0, "chains": 1, "cores": 1, "progressbar": False,
-         "compute_convergence_checks": False}
+QUICK = {
+    "draws": 1,
+    "tune": 0,
+    "chains": 1,
+    "cores": 1,
+    "progressbar": False,
+    "compute_convergence_checks": False,
+}
 
 
 @pytest.mark.parametrize("name, value, fragments", SET_DATA, ids=SET_DATA_IDS)
@@ -369,8 +525,15 @@ def test_a_negative_noisy_count_is_a_valid_release():
         pm.set_data({"n_released": -3.0, "c_dp": -2.0})
     check_releases(model)
     with model:
-        idata = pmdp.sample(draws=30, tune=20, chains=1, cores=1, random_seed=2,
-                            progressbar=False, compute_convergence_checks=False)
+        idata = pmdp.sample(
+            draws=30,
+            tune=20,
+            chains=1,
+            cores=1,
+            random_seed=2,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     n = np.asarray(idata.posterior["n"]).ravel()
     assert n.min() >= 0 and n.max() < 20
 
@@ -416,8 +579,11 @@ NOT_ADDITIVE = [
     ("reversed-partner", two_columns(lambda X, y: X * y[::-1]), ["not record-additive"]),
     ("minus-first-record", two_columns(lambda X, y: X - X[0]), ["not record-additive"]),
     ("share-of-maximum", two_columns(lambda X, y: y / (1 + y.max())), ["not record-additive"]),
-    ("covariate-centred", covariate(lambda X: X - X.mean()),
-     ["Records('y')", "`dist`", "mixes rows", "'X'"]),
+    (
+        "covariate-centred",
+        covariate(lambda X: X - X.mean()),
+        ["Records('y')", "`dist`", "mixes rows", "'X'"],
+    ),
     ("covariate-sorted", covariate(lambda X: pt.sort(X)), ["Records('y')", "mixes rows"]),
     ("covariate-standardised", covariate(lambda X: X / X.std()), ["Records('y')", "mixes rows"]),
     ("covariate-previous-record", covariate(lambda X: pt.roll(X, 1)), ["mixes rows"]),
@@ -439,16 +605,20 @@ def test_row_wise_models_are_accepted():
         beta = pm.Normal("beta", 0, 1, shape=2)
         sigma = pm.HalfNormal("sigma", 1)
         X = pmdp.Records("X", pm.MvNormal.dist(np.zeros(2), np.eye(2)), n=25)
-        y = pmdp.Records("y", pm.Normal.dist(X @ beta + pt.switch(X[:, 0] > 0, 1, 0), sigma),
-                         n=25)
+        y = pmdp.Records("y", pm.Normal.dist(X @ beta + pt.switch(X[:, 0] > 0, 1, 0), sigma), n=25)
         count = pmdp.Records("k", pm.Poisson.dist(pt.exp(X[:, 1] - 3)), n=25)
         z = pt.clip(pt.concatenate([X, y[:, None]], axis=1), -3, 3)
         pmdp.PrivatizedSum("xy", z[:, :2] * z[:, 2:], pmdp.Laplace(1.0, sensitivity=18), [1, 2])
-        pmdp.PrivatizedSum("k_sum", pt.minimum(count, 5), COUNT.__class__(epsilon=1.0,
-                                                                           sensitivity=5), 3)
+        pmdp.PrivatizedSum(
+            "k_sum", pt.minimum(count, 5), COUNT.__class__(epsilon=1.0, sensitivity=5), 3
+        )
         w = pmdp.Records("w", pm.Dirichlet.dist(np.ones(3)), n=15)
-        pmdp.PrivatizedSum("logw", pt.log(pt.maximum(w, 1e-3)),
-                           pmdp.Laplace(1.0, sensitivity=3 * np.log(1e3)), [-20.0, -21.0, -19.0])
+        pmdp.PrivatizedSum(
+            "logw",
+            pt.log(pt.maximum(w, 1e-3)),
+            pmdp.Laplace(1.0, sensitivity=3 * np.log(1e3)),
+            [-20.0, -21.0, -19.0],
+        )
     assert [s.name for s in model_blocks(model).sums] == ["xy", "k_sum", "logw"]
 
 
@@ -492,8 +662,12 @@ def test_equivalent_inputs_are_handled():
         theta = pm.Beta("theta", 1, 1)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=np.float64(12.0))  # a whole float
         pmdp.PrivatizedSum("s", x, COUNT, observed=np.ma.masked_array(5.0))  # nothing masked
-        pmdp.PrivatizedSum("t", pt.stack([x, 1 - x], axis=1), pmdp.Laplace(1.0, sensitivity=2),
-                           observed=np.array([5, 7], dtype=object))
+        pmdp.PrivatizedSum(
+            "t",
+            pt.stack([x, 1 - x], axis=1),
+            pmdp.Laplace(1.0, sensitivity=2),
+            observed=np.array([5, 7], dtype=object),
+        )
     assert model["x"].eval().shape == (12,)
     assert model.rvs_to_values[model["s"]].data == 5
     # integers against floats, and a column that is missing in the dictionary, still match

@@ -31,15 +31,25 @@ def test_row_wise_records_and_several_sums(model):
         y = pmdp.Records("y", pm.Normal.dist(model["X"] @ model["beta"], 1), n=30)
         X = model["X"]
         # Unclamped on purpose (the test is about row-wise records): no finite sensitivity.
-        pmdp.PrivatizedSum("xy", pt.stack([X[:, 0] * y, X[:, 1] * y], axis=1), LAPLACE, [1.0, 2.0],
-                           check_sensitivity=False)
+        pmdp.PrivatizedSum(
+            "xy",
+            pt.stack([X[:, 0] * y, X[:, 1] * y], axis=1),
+            LAPLACE,
+            [1.0, 2.0],
+            check_sensitivity=False,
+        )
         pmdp.PrivatizedSum("yy", pt.clip(y, -1, 1) ** 2, pmdp.Gaussian(sigma=1.0), 3.0)
     compiled = compile_model(model).tables[0]
     assert compiled.record_names == ("X", "y")
     records, stats = compiled.propose(model.initial_point(), 7)
     assert [r.shape for r in records] == [(7, 2), (7,)]
-    expected = np.column_stack([records[0][:, 0] * records[1], records[0][:, 1] * records[1],
-                                np.clip(records[1], -1, 1) ** 2])
+    expected = np.column_stack(
+        [
+            records[0][:, 0] * records[1],
+            records[0][:, 1] * records[1],
+            np.clip(records[1], -1, 1) ** 2,
+        ]
+    )
     np.testing.assert_allclose(stats, expected)
     np.testing.assert_array_equal(compiled.released_sums(), [1.0, 2.0, 3.0])
 
@@ -47,21 +57,31 @@ def test_row_wise_records_and_several_sums(model):
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda m: pmdp.PrivatizedSum("s", m["X"] - m["X"].mean(0), LAPLACE, [1, 2]),
-         "not record-additive"),
-        (lambda m: pmdp.PrivatizedSum("s", pt.sort(m["X"], axis=0), LAPLACE, [1, 2]),
-         "not record-additive"),
+        (
+            lambda m: pmdp.PrivatizedSum("s", m["X"] - m["X"].mean(0), LAPLACE, [1, 2]),
+            "not record-additive",
+        ),
+        (
+            lambda m: pmdp.PrivatizedSum("s", pt.sort(m["X"], axis=0), LAPLACE, [1, 2]),
+            "not record-additive",
+        ),
         (lambda m: pmdp.PrivatizedSum("s", m["X"].sum(0), LAPLACE, [1, 2]), "leading record axis"),
-        (lambda m: pmdp.PrivatizedSum("s", m["X"] * m["mu"], LAPLACE, [1, 2]),
-         "depends on model parameter"),
+        (
+            lambda m: pmdp.PrivatizedSum("s", m["X"] * m["mu"], LAPLACE, [1, 2]),
+            "depends on model parameter",
+        ),
         (lambda m: pmdp.PrivatizedSum("s", m["X"], LAPLACE, [1, 2, 3]), "shape"),
         (lambda m: pmdp.PrivatizedSum("s", m["X"], LAPLACE, [1, np.nan]), "NaN"),
-        (lambda m: pmdp.PrivatizedSum("s", m["X"], pmdp.DiscreteLaplace(epsilon=1), [1, 2]),
-         "integers"),
+        (
+            lambda m: pmdp.PrivatizedSum("s", m["X"], pmdp.DiscreteLaplace(epsilon=1), [1, 2]),
+            "integers",
+        ),
         (lambda m: pmdp.PrivatizedSum("s", m["mu"] * 2, LAPLACE, [1, 2]), "does not depend on any"),
         (lambda m: pmdp.PrivatizedSum("s", m["X"], "laplace", [1, 2]), "mechanism"),
-        (lambda m: pmdp.Records("z", pm.Normal.dist(m["X"][:, 0], 1), n=31),
-         "row-wise on records of its own table"),
+        (
+            lambda m: pmdp.Records("z", pm.Normal.dist(m["X"][:, 0], 1), n=31),
+            "row-wise on records of its own table",
+        ),
         (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=-1), "non-negative integer"),
         (lambda m: pmdp.Records("z", pm.Normal.dist(0, 1), n=2.5), "non-negative integer"),
         (lambda m: pmdp.Records("z", m["mu"], n=30), "already a model variable"),
@@ -100,7 +120,9 @@ def test_sample_size_bad_input():
         with pytest.raises(ValueError, match="must be an integer"):
             pmdp.SampleSize("n", n_dp=10.5, mechanism=mechanism)
         with pytest.raises(ValueError, match="n < 0"):
-            pmdp.SampleSize("n", n_dp=10, mechanism=mechanism, prior=pm.DiscreteUniform.dist(-3, 20))
+            pmdp.SampleSize(
+                "n", n_dp=10, mechanism=mechanism, prior=pm.DiscreteUniform.dist(-3, 20)
+            )
         with pytest.raises(TypeError, match="discrete distribution"):
             pmdp.SampleSize("n", n_dp=10, mechanism=mechanism, prior=pm.Normal.dist(10, 1))
         with pytest.raises(ValueError, match="NaN"):

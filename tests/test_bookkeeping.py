@@ -51,8 +51,15 @@ def test_every_kept_position_has_the_exact_marginal(bounded, interweave):
     Each position's kept draws are checked against it (batch-means z), and each must change during
     the run. A position the sweep never refreshes keeps its start value in every draw (with the
     plain sampler), which fails both checks."""
-    idata = pmdp.sample(model=bounded, random_seed=5, draws=1000, tune=200, keep_records=1,
-                        interweave=interweave, **FAST)
+    idata = pmdp.sample(
+        model=bounded,
+        random_seed=5,
+        draws=1000,
+        tune=200,
+        keep_records=1,
+        interweave=interweave,
+        **FAST,
+    )
     exact = bernoulli_posterior(S_DP, MECHANISM, 2.0, 3.0, n=N)
     # P(x_i = 1 | s) = E[theta | s] for Bernoulli records (and = E[k | s] / n)
     expected = float(exact["theta_mean"])
@@ -75,8 +82,9 @@ def test_unbounded_kept_positions_are_exchangeable():
     exists, has ``P(x_i = 1) = E[k / n]`` restricted the same way; in particular the last record
     (and the newborns' slots) are refreshed like the others."""
     model = bernoulli_model(n_dp=20)
-    idata = pmdp.sample(model=model, random_seed=6, draws=1000, tune=200, keep_records=1,
-                        interweave=False, **FAST)
+    idata = pmdp.sample(
+        model=model, random_seed=6, draws=1000, tune=200, keep_records=1, interweave=False, **FAST
+    )
     x = np.asarray(idata["imputed_records"]["x"].values, dtype=float)
     n = draws_of(idata, "n").astype(int)
     assert np.array_equal(np.sum(~np.isnan(x), axis=2), n)  # NaN padding beyond n exactly
@@ -145,4 +153,3 @@ def test_mcem_seed_reproducible_and_seed_dependent(bounded):
         c = mcem(bounded, random_seed=2, **kwargs)
     assert a.estimate["theta"] == b.estimate["theta"]
     assert a.estimate["theta"] != c.estimate["theta"]
-

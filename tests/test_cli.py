@@ -61,11 +61,19 @@ def test_help_exits_0(capsys):
 
 def test_missing_data_path_is_exit_code_2(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv(atus.ATUS_ENV, raising=False)
-    code, _, err = run(capsys, "reproduce", "atus", "--data", str(tmp_path / "nowhere"),
-                       "--out", str(tmp_path / "out"))
+    code, _, err = run(
+        capsys,
+        "reproduce",
+        "atus",
+        "--data",
+        str(tmp_path / "nowhere"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert code == 2 and "--data" in err and "does not exist" in err
-    code, _, err = run(capsys, "reproduce", "atus", "--data", str(tmp_path),
-                       "--out", str(tmp_path / "out"))
+    code, _, err = run(
+        capsys, "reproduce", "atus", "--data", str(tmp_path), "--out", str(tmp_path / "out")
+    )
     assert code == 2 and "--data" in err and "female.csv" in err
     monkeypatch.setenv(atus.ATUS_ENV, str(tmp_path / "gone"))
     code, _, err = run(capsys, "reproduce", "atus", "--out", str(tmp_path / "out"))
@@ -85,8 +93,14 @@ def test_unwritable_output_folder_is_exit_code_2(capsys, tmp_path):
 def test_console_script_reports_errors_with_exit_code_2(tmp_path):
     script = Path(sys.executable).with_name("pmdp")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "pymc_unbounded_dp.cli"]
-    result = subprocess.run([*command, "demo", "--draws", "-3"], capture_output=True, text=True, check=False,
-                            cwd=tmp_path, timeout=120)
+    result = subprocess.run(
+        [*command, "demo", "--draws", "-3"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 2 and "--draws" in result.stderr
 
 
@@ -97,8 +111,13 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
     out_dir = tmp_path / "demo-out"
     code, out, err = run(capsys, "demo", "--out", str(out_dir), "--seed", "3", *TINY)
     assert code == 0, err
-    for name in ["posterior.nc", "summary.csv", "release.json", "figures/posteriors.png",
-                 "figures/trace.png"]:
+    for name in [
+        "posterior.nc",
+        "summary.csv",
+        "release.json",
+        "figures/posteriors.png",
+        "figures/trace.png",
+    ]:
         assert (out_dir / name).is_file() and (out_dir / name).stat().st_size > 0, name
     for label in ["beta[0]", "beta[1]", "beta[2]", "tau", "n", "true", "lower_94"]:
         assert label in out
@@ -116,14 +135,32 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
 
 # -- reproduce: tiny grids on a local Dask cluster, resume ----------------------------------------
 
-REGRESSION = ["reproduce", "regression", "--epsilon-s", "1", "--epsilon-n", "0.5,10",
-              "--replicates", "1", "--records", "200", "--workers", "2", *TINY]
+REGRESSION = [
+    "reproduce",
+    "regression",
+    "--epsilon-s",
+    "1",
+    "--epsilon-n",
+    "0.5,10",
+    "--replicates",
+    "1",
+    "--records",
+    "200",
+    "--workers",
+    "2",
+    *TINY,
+]
 
 
 def pmdp(*argv, timeout=600):
     """The console command in a subprocess (the Dask cluster lives and dies with it)."""
-    return subprocess.run([sys.executable, "-m", "pymc_unbounded_dp.cli", *argv],
-                          capture_output=True, text=True, check=False, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pymc_unbounded_dp.cli", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
 
 
 def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
@@ -131,10 +168,17 @@ def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
     result = pmdp(*REGRESSION, "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     fits = sorted(p.name for p in (out_dir / "fits").glob("*.json"))
-    assert fits == ["regression_r000_es1_bounded.json", "regression_r000_es1_unbounded_en0.5.json",
-                    "regression_r000_es1_unbounded_en10.json"]
-    for name in ["regression_fits.csv", "regression_summary.md", "figures/coverage.png",
-                 "study.json"]:
+    assert fits == [
+        "regression_r000_es1_bounded.json",
+        "regression_r000_es1_unbounded_en0.5.json",
+        "regression_r000_es1_unbounded_en10.json",
+    ]
+    for name in [
+        "regression_fits.csv",
+        "regression_summary.md",
+        "figures/coverage.png",
+        "study.json",
+    ]:
         assert (out_dir / name).is_file(), name
     summary = (out_dir / "regression_summary.md").read_text()
     assert "coverage of 95% intervals" in summary and "| unbounded | 0.5 " in summary
@@ -146,7 +190,9 @@ def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
 
     # a finished grid reruns nothing; a larger grid runs only the new fits
     result = pmdp(*REGRESSION, "--out", str(out_dir))
-    assert result.returncode == 0 and "3 already in" in result.stdout and "0 to run" in result.stdout
+    assert (
+        result.returncode == 0 and "3 already in" in result.stdout and "0 to run" in result.stdout
+    )
     result = pmdp(*REGRESSION, "--replicates", "2", "--out", str(out_dir))
     assert "3 already in" in result.stdout and "3 to run" in result.stdout, result.stderr
     after = {p.name: p.read_bytes() for p in (out_dir / "fits").glob("*.json")}
@@ -161,11 +207,24 @@ def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
 
 def test_reproduce_atus_reads_the_packaged_data_and_simulates_only_on_request(tmp_path):
     out_dir = tmp_path / "atus"
-    common = ["reproduce", "atus", "--epsilon-s", "10", "--epsilon-n", "1", "--replicates", "1",
-              "--workers", "1", *TINY]
+    common = [
+        "reproduce",
+        "atus",
+        "--epsilon-s",
+        "10",
+        "--epsilon-n",
+        "1",
+        "--replicates",
+        "1",
+        "--workers",
+        "1",
+        *TINY,
+    ]
     result = pmdp(*common, "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     record = json.loads(next((out_dir / "fits").glob("*unbounded*.json")).read_text())
     assert record["settings"]["data"] is None and record["n_true"] == atus.ATUS_N
-    assert "alpha[2]" in record["posterior"] and "posterior SDs" in (
-        out_dir / "atus_summary.md").read_text()
+    assert (
+        "alpha[2]" in record["posterior"]
+        and "posterior SDs" in (out_dir / "atus_summary.md").read_text()
+    )

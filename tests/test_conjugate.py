@@ -15,8 +15,14 @@ from scipy import stats
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import conjugate
 
-SAMPLE = {"draws": 2000, "tune": 200, "chains": 2, "cores": 1, "progressbar": False,
-          "compute_convergence_checks": False}
+SAMPLE = {
+    "draws": 2000,
+    "tune": 200,
+    "chains": 2,
+    "cores": 1,
+    "progressbar": False,
+    "compute_convergence_checks": False,
+}
 
 
 def _assert_constant(values, label):
@@ -105,8 +111,10 @@ def test_bartlett_factors_round_trip():
         c, z = np.array([2.3, 0.4, 1.1]), np.array([0.3, -1.2, 0.8])
         a = np.diag(np.sqrt(c))
         a[np.tril_indices(3, k=-1)] = z
-        chol = np.eye(3) if scale is None else np.linalg.cholesky(
-            np.pad(scale, ((0, 1), (0, 1))) + np.diag([0, 0, 1.0])
+        chol = (
+            np.eye(3)
+            if scale is None
+            else np.linalg.cholesky(np.pad(scale, ((0, 1), (0, 1))) + np.diag([0, 0, 1.0]))
         )
         phi = chol @ a @ a.T @ chol.T
         c2, z2 = conjugate.bartlett_factors(phi, None if scale is None else chol @ chol.T)
@@ -120,8 +128,11 @@ def test_bartlett_factors_round_trip():
 def bernoulli_model(n, unbounded=False):
     with pm.Model() as model:
         theta = pm.Beta("theta", 2.0, 3.0)
-        size = pmdp.SampleSize("n", n_dp=n, mechanism=pmdp.DiscreteLaplace(epsilon=0.3)) if (
-            unbounded) else n
+        size = (
+            pmdp.SampleSize("n", n_dp=n, mechanism=pmdp.DiscreteLaplace(epsilon=0.3))
+            if (unbounded)
+            else n
+        )
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=size)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=8.4)
     return model
@@ -144,8 +155,15 @@ def test_unbounded_bernoulli_matches_enumeration():
     model = bernoulli_model(25, unbounded=True)
     step = conjugate.ConjugateGibbs(["theta"], beta_update, model=model)
     idata = pmdp.sample(model=model, step=step, random_seed=32, **SAMPLE)
-    exact = bernoulli_posterior(8.4, pmdp.Laplace(epsilon=1.0), 2.0, 3.0, n_dp=25,
-                                n_mechanism=pmdp.DiscreteLaplace(epsilon=0.3), n_max=400)
+    exact = bernoulli_posterior(
+        8.4,
+        pmdp.Laplace(epsilon=1.0),
+        2.0,
+        3.0,
+        n_dp=25,
+        n_mechanism=pmdp.DiscreteLaplace(epsilon=0.3),
+        n_max=400,
+    )
     assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
     assert_moments_match(draws_of(idata, "n"), exact["n_mean"], exact["n_var"], "n")
 
@@ -158,7 +176,8 @@ def test_values_are_written_on_the_transformed_scale():
         x = pmdp.Records("x", pm.Normal.dist(0.0, scale / pt.sqrt(tau)), n=5)
         pmdp.PrivatizedSum("s", pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=0.2)
     step = conjugate.ConjugateGibbs(
-        [tau, lower, scale], lambda rng, records, values: {"tau": 2.5, "lower": -1.0, "scale": 0.5},
+        [tau, lower, scale],
+        lambda rng, records, values: {"tau": 2.5, "lower": -1.0, "scale": 0.5},
         model=model,
     )
     point, _ = step.step(model.initial_point())
@@ -197,18 +216,25 @@ def regression_model(release):
         z = pm.Normal("Phi_z", 0.0, 1.0)
         tau = pm.Gamma("tau", alpha=1.0, beta=1.0)
         beta = pm.Normal("beta", 0.0, sigma=1.0 / pt.sqrt(tau), shape=3)
-        n = pmdp.SampleSize("n", n_dp=int(release.n_dp),
-                            mechanism=pmdp.DiscreteLaplace(epsilon=release.epsilon_n))
+        n = pmdp.SampleSize(
+            "n", n_dp=int(release.n_dp), mechanism=pmdp.DiscreteLaplace(epsilon=release.epsilon_n)
+        )
         p11, p12, p22 = c1, pt.sqrt(c1) * z, z**2 + c2
         x1 = pmdp.Records("x1", pm.Normal.dist(mu[0], pt.sqrt(p22 / (p11 * p22 - p12**2))), n=n)
-        x2 = pmdp.Records("x2", pm.Normal.dist(mu[1] - p12 / p22 * (x1 - mu[0]), 1 / pt.sqrt(p22)),
-                          n=n)
-        y = pmdp.Records("y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2,
-                                             1 / pt.sqrt(tau)), n=n)
+        x2 = pmdp.Records(
+            "x2", pm.Normal.dist(mu[1] - p12 / p22 * (x1 - mu[0]), 1 / pt.sqrt(p22)), n=n
+        )
+        y = pmdp.Records(
+            "y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2, 1 / pt.sqrt(tau)), n=n
+        )
         v1, v2, v = (pt.clip(r, -5, 5) / 5 for r in (x1, x2, y))
         statistic = pt.stack([v, v1 * v, v2 * v, v * v, v1, v2, v1 * v1, v1 * v2, v2 * v2], axis=1)
-        pmdp.PrivatizedSum("s", statistic, pmdp.Laplace(epsilon=release.epsilon_s, sensitivity=9.0),
-                           observed=release.s_dp)
+        pmdp.PrivatizedSum(
+            "s",
+            statistic,
+            pmdp.Laplace(epsilon=release.epsilon_s, sensitivity=9.0),
+            observed=release.s_dp,
+        )
     return model
 
 
@@ -216,8 +242,9 @@ def regression_update(rng, records, values):
     x = np.column_stack([records["x1"], records["x2"]])
     y = records["y"]
     beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
-    a = np.array([[math.sqrt(values["Phi_c1"]), 0.0],
-                  [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]])
+    a = np.array(
+        [[math.sqrt(values["Phi_c1"]), 0.0], [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]]
+    )
     mu = conjugate.normal_mean(rng, x, a @ a.T)
     c, z = conjugate.bartlett_factors(conjugate.wishart_precision(rng, x, mu, nu=2.0))
     return {"beta": beta, "tau": tau, "mu": mu, "Phi_c1": c[0], "Phi_c2": c[1], "Phi_z": z[0]}
@@ -225,27 +252,42 @@ def regression_update(rng, records, values):
 
 @pytest.mark.slow
 def test_regression_gibbs_agrees_with_the_reference_sampler():
-    release, _ = ref.simulate_reference_release(n=200, epsilon_s=5.0, epsilon_n=0.5,
-                                                random_seed=2024)
+    release, _ = ref.simulate_reference_release(
+        n=200, epsilon_s=5.0, epsilon_n=0.5, random_seed=2024
+    )
     model = regression_model(release)
     names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
     step = conjugate.ConjugateGibbs([model[n] for n in names], regression_update, model=model)
     # The plain algorithm on both sides: this checks the conjugate update itself.
-    idata = pmdp.sample(model=model, step=step, draws=6000, tune=500, chains=1, random_seed=9,
-                        interweave=False, progressbar=False, compute_convergence_checks=False)
+    idata = pmdp.sample(
+        model=model,
+        step=step,
+        draws=6000,
+        tune=500,
+        chains=1,
+        random_seed=9,
+        interweave=False,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     assert set(idata["posterior"].data_vars) >= {"beta", "tau", "mu", "n"}
     reference = ref.reference_regression_sampler(release, n_iter=6500, random_seed=10)
     posterior = idata["posterior"]
-    pairs = {f"beta[{j}]": (reference["beta"][500:, j], posterior["beta"].values[..., j])
-             for j in range(3)}
-    pairs.update({f"mu[{j}]": (reference["mu"][500:, j], posterior["mu"].values[..., j])
-                  for j in range(2)})
+    pairs = {
+        f"beta[{j}]": (reference["beta"][500:, j], posterior["beta"].values[..., j])
+        for j in range(3)
+    }
+    pairs.update(
+        {f"mu[{j}]": (reference["mu"][500:, j], posterior["mu"].values[..., j]) for j in range(2)}
+    )
     pairs["tau"] = (reference["tau"][500:], posterior["tau"].values)
     pairs["n"] = (reference["n"][500:], posterior["n"].values)
     for label, (theirs, ours) in pairs.items():
         theirs, ours = np.asarray(theirs, float)[None, :], np.asarray(ours, float)
-        se = math.hypot(theirs.std() / math.sqrt(float(az.ess(theirs, method="mean"))),
-                        ours.std() / math.sqrt(float(az.ess(ours, method="mean"))))
+        se = math.hypot(
+            theirs.std() / math.sqrt(float(az.ess(theirs, method="mean"))),
+            ours.std() / math.sqrt(float(az.ess(ours, method="mean"))),
+        )
         z = (ours.mean() - theirs.mean()) / se
         assert abs(z) < 4.0, f"{label}: Gibbs {ours.mean():.4f} vs reference {theirs.mean():.4f}"
 
@@ -262,11 +304,15 @@ def test_dirichlet_gradient_and_hessian_match_finite_differences():
     h = 1e-5
     for j in range(3):
         e = np.eye(3)[j] * h
-        numeric = (_dirichlet_log_target(u + e, log_sum, n, a, b)
-                   - _dirichlet_log_target(u - e, log_sum, n, a, b)) / (2 * h)
+        numeric = (
+            _dirichlet_log_target(u + e, log_sum, n, a, b)
+            - _dirichlet_log_target(u - e, log_sum, n, a, b)
+        ) / (2 * h)
         assert numeric == pytest.approx(gradient[j], rel=1e-6)
-        row = (_dirichlet_gradient_hessian(u + e, log_sum, n, a, b)[0]
-               - _dirichlet_gradient_hessian(u - e, log_sum, n, a, b)[0]) / (2 * h)
+        row = (
+            _dirichlet_gradient_hessian(u + e, log_sum, n, a, b)[0]
+            - _dirichlet_gradient_hessian(u - e, log_sum, n, a, b)[0]
+        ) / (2 * h)
         np.testing.assert_allclose(row, hessian[j], rtol=1e-5)
 
 
@@ -277,8 +323,15 @@ def test_dirichlet_concentration_matches_nuts_on_observed_data():
     with pm.Model():
         alpha = pm.Gamma("alpha", alpha=1.0, beta=0.1, shape=3)
         pm.Dirichlet("x", alpha, observed=x)
-        nuts = pm.sample(draws=3000, tune=1000, chains=2, cores=1, random_seed=13,
-                         progressbar=False, compute_convergence_checks=False)
+        nuts = pm.sample(
+            draws=3000,
+            tune=1000,
+            chains=2,
+            cores=1,
+            random_seed=13,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     reference = np.asarray(nuts["posterior"]["alpha"].values).reshape(-1, 3)
     log_sum, current, draws = np.log(x).sum(axis=0), np.ones(3), []
     for _ in range(6000):
@@ -287,7 +340,9 @@ def test_dirichlet_concentration_matches_nuts_on_observed_data():
     draws = np.array(draws[500:])
     for j in range(3):
         ours, theirs = draws[None, :, j], reference[None, :, j]
-        se = math.hypot(ours.std() / math.sqrt(float(az.ess(ours, method="mean"))),
-                        theirs.std() / math.sqrt(float(az.ess(theirs, method="mean"))))
+        se = math.hypot(
+            ours.std() / math.sqrt(float(az.ess(ours, method="mean"))),
+            theirs.std() / math.sqrt(float(az.ess(theirs, method="mean"))),
+        )
         assert abs(ours.mean() - theirs.mean()) < 4 * se, (j, ours.mean(), theirs.mean())
         assert ours.std() == pytest.approx(theirs.std(), rel=0.1)

@@ -40,8 +40,11 @@ def _direct(log_weight, top: int):
 def _bernoulli_model(epsilon_n, n_dp=1000, s_mechanism=None, prior=None):
     with pm.Model() as model:
         theta = pm.Beta("theta", 1, 1)
-        mechanism = (epsilon_n if isinstance(epsilon_n, pmdp.Mechanism)
-                     else pmdp.DiscreteLaplace(epsilon=epsilon_n))
+        mechanism = (
+            epsilon_n
+            if isinstance(epsilon_n, pmdp.Mechanism)
+            else pmdp.DiscreteLaplace(epsilon=epsilon_n)
+        )
         n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=mechanism, prior=prior)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
         pmdp.PrivatizedSum("s", x, s_mechanism or pmdp.Laplace(epsilon=1.0), observed=300.0)
@@ -100,8 +103,11 @@ def test_zero_delta_refuses_bad_guarantees(guarantee, error, match):
         # rho adds: 0.25 + 0.25 = 0.5
         ([pmdp.Gaussian(rho=0.25), pmdp.Gaussian(rho=0.25)], "rho=0.5", 0.5),
         # mixed: eps 0.5 -> rho 0.125, plus 0.125: sqrt(0.25 / 2), below 0.2449 + 0.25
-        ([pmdp.Laplace(epsilon=0.5), pmdp.Gaussian(rho=0.125)], "epsilon=0.5 + rho=0.125",
-         math.sqrt(0.125)),
+        (
+            [pmdp.Laplace(epsilon=0.5), pmdp.Gaussian(rho=0.125)],
+            "epsilon=0.5 + rho=0.125",
+            math.sqrt(0.125),
+        ),
     ],
 )
 def test_a_tables_releases_are_composed_then_converted(mechanisms, guarantee, delta):
@@ -131,18 +137,23 @@ def test_a_tables_releases_are_composed_then_converted(mechanisms, guarantee, de
         (pmdp.DiscreteGaussian(sigma=4.0), -3, lambda e: -(e**2) / 32.0, None),
         (pmdp.DiscreteGaussian(sigma=0.4), 1, lambda e: -(e**2) / 0.32, None),
         (pmdp.Laplace(scale=2.5), 3.3, lambda e: -np.abs(e) / 2.5, None),  # continuous noise
-        (pmdp.DiscreteLaplace(scale=5.0), 25, lambda e: -np.abs(e) / 5.0,
-         lambda n: stats.poisson.logpmf(n, 30.0)),
+        (
+            pmdp.DiscreteLaplace(scale=5.0),
+            25,
+            lambda e: -np.abs(e) / 5.0,
+            lambda n: stats.poisson.logpmf(n, 30.0),
+        ),
     ],
 )
 def test_count_posterior_is_exact_against_direct_summation(mechanism, n_dp, log_noise, log_prior):
     post = count_posterior(mechanism, n_dp, log_prior)
-    n, pmf = _direct(lambda n: log_noise(n_dp - n) + (0 if log_prior is None else log_prior(n)),
-                     top=200_000)
+    n, pmf = _direct(
+        lambda n: log_noise(n_dp - n) + (0 if log_prior is None else log_prior(n)), top=200_000
+    )
     assert post.n[0] >= 0 and np.all(np.diff(post.n) == 1)
     inside = (n >= post.n[0]) & (n <= post.n[-1])
     assert pmf[~inside].sum() < 1e-12  # the window holds all the mass
-    np.testing.assert_allclose(post.pmf, pmf[post.n[0]: post.n[-1] + 1], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(post.pmf, pmf[post.n[0] : post.n[-1] + 1], rtol=0, atol=1e-12)
     np.testing.assert_allclose(post.pmf.sum(), 1.0, rtol=1e-14)
     assert post.mean == pytest.approx(pmf @ n, abs=1e-10)
     assert post.sd == pytest.approx(math.sqrt(pmf @ (n - pmf @ n) ** 2), abs=1e-9)
@@ -222,8 +233,9 @@ def test_bound_is_delta_times_mean_abs_deviation_and_vacuous_flag():
     assert not row.vacuous and large.bound == row.bound
     # the vacuity threshold of epsilon_s = 1: E|n - n_dp| < 1 / 0.4621 = 2.164
     assert row.max_mean_abs_deviation == pytest.approx(0.1 / 0.46211715726, rel=1e-10)
-    assert pmdp.plugin_check(_bernoulli_model(10.0), target=1.0).tables[0].max_mean_abs_deviation \
-        == pytest.approx(2.16395, abs=1e-5)
+    assert pmdp.plugin_check(_bernoulli_model(10.0), target=1.0).tables[
+        0
+    ].max_mean_abs_deviation == pytest.approx(2.16395, abs=1e-5)
 
 
 def test_bound_decreases_with_epsilon_n_and_increases_with_epsilon_s():
@@ -255,8 +267,9 @@ def test_the_required_count_privacy_attains_the_target(mechanism):
 
 
 def test_the_count_prior_is_used_and_a_parameter_dependent_prior_voids_the_bound():
-    model = _bernoulli_model(pmdp.DiscreteLaplace(scale=5.0), n_dp=25,
-                             prior=pm.Poisson.dist(np.float64(30.0)))  # float64 rate
+    model = _bernoulli_model(
+        pmdp.DiscreteLaplace(scale=5.0), n_dp=25, prior=pm.Poisson.dist(np.float64(30.0))
+    )  # float64 rate
     row = pmdp.plugin_check(model).tables[0]
     n, pmf = _direct(lambda n: -np.abs(25 - n) / 5.0 + stats.poisson.logpmf(n, 30.0), 10_000)
     assert row.n_mean == pytest.approx(pmf @ n, abs=1e-9)
@@ -266,8 +279,9 @@ def test_the_count_prior_is_used_and_a_parameter_dependent_prior_voids_the_bound
     with pm.Model() as model:
         rate = pm.Gamma("rate", 30.0, 1.0)
         theta = pm.Beta("theta", 1, 1)
-        n = pmdp.SampleSize("n", n_dp=25, mechanism=pmdp.DiscreteLaplace(epsilon=3.0),
-                            prior=pm.Poisson.dist(rate))
+        n = pmdp.SampleSize(
+            "n", n_dp=25, mechanism=pmdp.DiscreteLaplace(epsilon=3.0), prior=pm.Poisson.dist(rate)
+        )
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=8.0)
     row = pmdp.plugin_check(model).tables[0]
@@ -412,8 +426,14 @@ def test_plugin_check_on_a_tiny_real_fit():
         theta = pm.Beta("theta", 1, 1)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n_dp)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=s_dp)
-    options = {"draws": 400, "tune": 200, "chains": 2, "cores": 1, "progressbar": False,
-               "compute_convergence_checks": False}
+    options = {
+        "draws": 400,
+        "tune": 200,
+        "chains": 2,
+        "cores": 1,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+    }
     idata = pmdp.sample(model=unbounded, random_seed=5, **options)
     plugin_idata = pmdp.sample(model=plugin, random_seed=6, **options)
     check = pmdp.plugin_check(unbounded, idata, plugin_idata)

@@ -28,8 +28,9 @@ def _clamped_statistics(x, y):
     yc = np.clip(y, -5, 5) / 5
     design = np.column_stack([np.ones(len(yc)), xc])
     xtx = design.T @ design
-    return np.concatenate([design.T @ yc, [yc @ yc], [xtx[1, 0], xtx[2, 0], xtx[1, 1], xtx[2, 1],
-                                                       xtx[2, 2]]])
+    return np.concatenate(
+        [design.T @ yc, [yc @ yc], [xtx[1, 0], xtx[2, 0], xtx[1, 1], xtx[2, 1], xtx[2, 2]]]
+    )
 
 
 # -- regression: data and release -----------------------------------------------------------------
@@ -74,7 +75,7 @@ def test_regression_sensitivity_bounds_one_record():
     rng = np.random.default_rng(0)
     x = rng.normal(0, 10, size=(2000, 2))
     y = rng.normal(0, 10, size=2000)
-    rows = np.stack([_clamped_statistics(x[i:i + 1], y[i:i + 1]) for i in range(2000)])
+    rows = np.stack([_clamped_statistics(x[i : i + 1], y[i : i + 1]) for i in range(2000)])
     assert np.abs(rows).sum(axis=1).max() <= regression.SENSITIVITY
     corner = _clamped_statistics(np.array([[9.0, -9.0]]), np.array([-9.0]))
     assert np.abs(corner).sum() == pytest.approx(9.0)  # attained: the bound is tight
@@ -116,20 +117,22 @@ def test_release_density_in_the_model_is_that_of_the_curators_statistic(release)
 
 
 def test_bartlett_prior_is_wishart_and_records_are_bivariate_normal():
-    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=0, epsilon_s=1.0, epsilon_n=1.0,
-                                       n=4000)
+    rel = regression.RegressionRelease(
+        values=np.zeros(9), n_dp=0, epsilon_s=1.0, epsilon_n=1.0, n=4000
+    )
     model = regression.regression_model(rel, bounded=True)
     phis = pm.draw(model["Phi"], draws=20000, random_seed=1)
     np.testing.assert_allclose(phis.mean(axis=0), 2 * np.eye(2), atol=0.07)  # E = nu V
     np.testing.assert_allclose(phis[:, 0, 1].var(), 2.0, rtol=0.08)  # nu (v12^2 + v11 v22)
     np.testing.assert_allclose(phis[:, 0, 0].var(), 4.0, rtol=0.08)  # 2 nu v11^2
-    phi, mu, x1, x2 = pm.draw([model["Phi"], model["mu"], model["x1"], model["x2"]],
-                              random_seed=2)
+    phi, mu, x1, x2 = pm.draw([model["Phi"], model["mu"], model["x1"], model["x2"]], random_seed=2)
     x = np.column_stack([x1, x2])
-    np.testing.assert_allclose(x.mean(axis=0), mu, atol=5 * np.sqrt(np.diag(np.linalg.inv(phi))
-                                                                    / 4000).max())
-    np.testing.assert_allclose(np.cov(x.T), np.linalg.inv(phi), atol=0.1 * np.abs(
-        np.linalg.inv(phi)).max())
+    np.testing.assert_allclose(
+        x.mean(axis=0), mu, atol=5 * np.sqrt(np.diag(np.linalg.inv(phi)) / 4000).max()
+    )
+    np.testing.assert_allclose(
+        np.cov(x.T), np.linalg.inv(phi), atol=0.1 * np.abs(np.linalg.inv(phi)).max()
+    )
 
 
 def _check_regression_fit(idata, truth, n_true=None):
@@ -150,8 +153,15 @@ def test_short_regression_fit_is_sensible(release, bounded):
     # 150-draw chain could sit in an excursion 2 units from the posterior mean (-0.25 for beta[0]
     # from 6,000 exact-Gibbs draws), so two chains of 300 draws are pooled.
     with model:
-        idata = pmdp.sample(draws=300, tune=200, chains=2, cores=1, random_seed=5,
-                            progressbar=False, compute_convergence_checks=False)
+        idata = pmdp.sample(
+            draws=300,
+            tune=200,
+            chains=2,
+            cores=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     _check_regression_fit(idata, regression.regression_truth(), None if bounded else rel.n)
 
 
@@ -159,9 +169,15 @@ def test_short_regression_fit_with_conjugate_updates(release):
     _, rel = release
     model = regression.regression_model(rel)
     with model:
-        idata = pmdp.sample(draws=300, tune=100, chains=1, random_seed=5, progressbar=False,
-                            compute_convergence_checks=False,
-                            step=regression.regression_gibbs_step(model))
+        idata = pmdp.sample(
+            draws=300,
+            tune=100,
+            chains=1,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+            step=regression.regression_gibbs_step(model),
+        )
     _check_regression_fit(idata, regression.regression_truth(), rel.n)
 
 
@@ -231,7 +247,9 @@ def test_atus_release_sum_and_its_bounded_mean_form():
     data = atus.simulate_atus(n=800, seed=4)
     release = atus.privatize_atus(data, epsilon_s=1.0, epsilon_n=0.1, seed=9)
     exact = np.log(np.maximum(data.x, 1 / 1440)).sum(axis=0)
-    assert release.sensitivity == pytest.approx(-3 * math.log(1 / 1440)) == pytest.approx(21.82, 1e-3)
+    assert (
+        release.sensitivity == pytest.approx(-3 * math.log(1 / 1440)) == pytest.approx(21.82, 1e-3)
+    )
     assert release.mechanism.scale == pytest.approx(3 * math.log(1440))
     s_seed, _n_seed = np.random.SeedSequence(9).spawn(2)
     noise = release.mechanism.simulate(3, np.random.default_rng(s_seed))
@@ -250,8 +268,9 @@ def test_dirichlet_records_distribution_is_pymcs_dirichlet():
     draws = pm.draw(dist, draws=4000, random_seed=1, mode=Mode(linker="cvm"))
     assert draws.shape == (4000, 3)
     np.testing.assert_allclose(draws.mean(axis=0), alpha / alpha.sum(), atol=0.005)
-    np.testing.assert_allclose(pm.logp(dist, draws[:5]).eval(),
-                               pm.logp(pm.Dirichlet.dist(alpha), draws[:5]).eval())
+    np.testing.assert_allclose(
+        pm.logp(dist, draws[:5]).eval(), pm.logp(pm.Dirichlet.dist(alpha), draws[:5]).eval()
+    )
 
 
 def test_atus_models_build_and_a_short_fit_is_sensible():
@@ -262,8 +281,15 @@ def test_atus_models_build_and_a_short_fit_is_sensible():
     assert {v.name for v in unbounded.free_RVs} == {"alpha", "n"}
     assert {v.name for v in bounded.free_RVs} == {"alpha"}
     with unbounded:
-        idata = pmdp.sample(draws=300, tune=100, chains=1, random_seed=1, progressbar=False,
-                            compute_convergence_checks=False, step=atus.atus_gibbs_step(unbounded))
+        idata = pmdp.sample(
+            draws=300,
+            tune=100,
+            chains=1,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+            step=atus.atus_gibbs_step(unbounded),
+        )
     alpha = np.asarray(idata["posterior"]["alpha"].values).reshape(-1, 3)
     for j, true in enumerate(atus.MLE_ALPHA):
         lo, hi = np.quantile(alpha[:, j], [0.001, 0.999])
@@ -275,9 +301,11 @@ def test_atus_models_build_and_a_short_fit_is_sensible():
 
 
 def test_suggested_n_moves_covers_the_plausible_range_of_n():
-    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=-5000, epsilon_s=1.0,
-                                       epsilon_n=1e-4, n=1000)
+    rel = regression.RegressionRelease(
+        values=np.zeros(9), n_dp=-5000, epsilon_s=1.0, epsilon_n=1e-4, n=1000
+    )
     assert suggested_n_moves(rel) == 3000  # not 10 moves from n = 0
-    rel = regression.RegressionRelease(values=np.zeros(9), n_dp=1003, epsilon_s=1.0,
-                                       epsilon_n=1.0, n=1000)
+    rel = regression.RegressionRelease(
+        values=np.zeros(9), n_dp=1003, epsilon_s=1.0, epsilon_n=1.0, n=1000
+    )
     assert suggested_n_moves(rel) == 100

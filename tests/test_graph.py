@@ -11,14 +11,22 @@ from pymc_unbounded_dp._graph import _NUMPY_DRAWS, KERNEL_MODE
 SIZE = 20_000
 
 CASES = {
-    "bernoulli": (pm.Bernoulli.dist(p=[0.0, 0.3, 1.0], shape=(SIZE, 3)),
-                  [stats.bernoulli(0.0), stats.bernoulli(0.3), stats.bernoulli(1.0)]),
-    "halfnormal": (pm.HalfNormal.dist(sigma=[0.5, 2.0], shape=(SIZE, 2)),
-                   [stats.halfnorm(scale=0.5), stats.halfnorm(scale=2.0)]),
-    "studentt": (pm.StudentT.dist(nu=[3.0, 30.0], mu=[1.0, -2.0], sigma=[2.0, 0.5], shape=(SIZE, 2)),
-                 [stats.t(3.0, loc=1.0, scale=2.0), stats.t(30.0, loc=-2.0, scale=0.5)]),
-    "negativebinomial": (pm.NegativeBinomial.dist(n=[2.0, 7.5], p=[0.3, 0.8], shape=(SIZE, 2)),
-                         [stats.nbinom(2.0, 0.3), stats.nbinom(7.5, 0.8)]),
+    "bernoulli": (
+        pm.Bernoulli.dist(p=[0.0, 0.3, 1.0], shape=(SIZE, 3)),
+        [stats.bernoulli(0.0), stats.bernoulli(0.3), stats.bernoulli(1.0)],
+    ),
+    "halfnormal": (
+        pm.HalfNormal.dist(sigma=[0.5, 2.0], shape=(SIZE, 2)),
+        [stats.halfnorm(scale=0.5), stats.halfnorm(scale=2.0)],
+    ),
+    "studentt": (
+        pm.StudentT.dist(nu=[3.0, 30.0], mu=[1.0, -2.0], sigma=[2.0, 0.5], shape=(SIZE, 2)),
+        [stats.t(3.0, loc=1.0, scale=2.0), stats.t(30.0, loc=-2.0, scale=0.5)],
+    ),
+    "negativebinomial": (
+        pm.NegativeBinomial.dist(n=[2.0, 7.5], p=[0.3, 0.8], shape=(SIZE, 2)),
+        [stats.nbinom(2.0, 0.3), stats.nbinom(7.5, 0.8)],
+    ),
 }
 
 

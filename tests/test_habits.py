@@ -20,8 +20,9 @@ from pymc_unbounded_dp.blocks import model_blocks
 
 MECHANISM = pmdp.Laplace(epsilon=1.0)
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
-QUICK = dict(draws=200, tune=100, chains=2, cores=1, progressbar=False,
-             compute_convergence_checks=False)
+QUICK = dict(
+    draws=200, tune=100, chains=2, cores=1, progressbar=False, compute_convergence_checks=False
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,13 @@ def unbounded():
         n = pmdp.SampleSize("n", n_dp=40, mechanism=N_MECHANISM)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
         clamped = pt.clip(x, -3, 3)
-        pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
-                           pmdp.Laplace(epsilon=1.0, sensitivity=12.0), observed=[21.0, 75.0],
-                           dims="stat")
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([clamped, clamped**2], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+            observed=[21.0, 75.0],
+            dims="stat",
+        )
     return model
 
 
@@ -62,8 +67,15 @@ def nuts_options(monkeypatch) -> dict:
 
 def test_plain_pm_sample_is_exact_under_bounded_dp(bounded):
     with bounded:
-        idata = pm.sample(draws=2000, tune=500, chains=4, cores=2, random_seed=41,
-                          progressbar=False, compute_convergence_checks=False)
+        idata = pm.sample(
+            draws=2000,
+            tune=500,
+            chains=4,
+            cores=2,
+            random_seed=41,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     exact = bernoulli_posterior(8.4, MECHANISM, 2.0, 3.0, n=30)
     theta = draws_of(idata, "theta")
     assert_mean_matches(theta, exact["theta_mean"], "theta")
@@ -81,8 +93,14 @@ def test_find_map_is_refused_with_the_way_out(fixture, request):
 
 def test_a_step_outside_the_package_step_is_refused_before_any_draw(bounded):
     with bounded, pytest.raises(AssertionError, match=r"pmdp.DataAugmentation\(parameter_step"):
-        pm.sample(step=pm.NUTS([bounded["theta"]]), draws=5, tune=5, chains=1, progressbar=False,
-                  compute_convergence_checks=False)
+        pm.sample(
+            step=pm.NUTS([bounded["theta"]]),
+            draws=5,
+            tune=5,
+            chains=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
 
 
 def test_logp_of_the_releases_refuses_outside_the_steps(unbounded):
@@ -93,8 +111,14 @@ def test_logp_of_the_releases_refuses_outside_the_steps(unbounded):
 
 
 def test_log_likelihood_is_the_release_density_given_each_draws_records(unbounded):
-    idata = pmdp.sample(model=unbounded, random_seed=42, interweave=False, keep_records=1,
-                        idata_kwargs={"log_likelihood": True}, **QUICK)
+    idata = pmdp.sample(
+        model=unbounded,
+        random_seed=42,
+        interweave=False,
+        keep_records=1,
+        idata_kwargs={"log_likelihood": True},
+        **QUICK,
+    )
     log_lik = idata["log_likelihood"]
     assert set(log_lik.data_vars) == {"s", "n_dp"}
     assert log_lik["s"].dims == ("chain", "draw", "stat")
@@ -115,8 +139,12 @@ def test_log_likelihood_is_the_release_density_given_each_draws_records(unbounde
 
 def test_log_likelihood_without_inference_data_is_refused_before_sampling(bounded):
     with pytest.raises(ValueError, match="return_inferencedata=True"):
-        pmdp.sample(model=bounded, return_inferencedata=False,
-                    idata_kwargs={"log_likelihood": True}, **QUICK)
+        pmdp.sample(
+            model=bounded,
+            return_inferencedata=False,
+            idata_kwargs={"log_likelihood": True},
+            **QUICK,
+        )
 
 
 def test_pm_sample_arguments_pass_through(bounded, nuts_options):
@@ -134,8 +162,11 @@ def test_pm_sample_takes_inner_step_options_by_the_package_steps_name(bounded, n
     with bounded:
         with pytest.raises(ValueError, match="dp_augmentation"):
             pm.sample(target_accept=0.9, random_seed=45, **QUICK)
-        idata = pm.sample(dp_augmentation={"nuts": {"target_accept": 0.9}, "interweave": False},
-                          random_seed=45, **QUICK)
+        idata = pm.sample(
+            dp_augmentation={"nuts": {"target_accept": 0.9}, "interweave": False},
+            random_seed=45,
+            **QUICK,
+        )
     assert nuts_options["target_accept"] == 0.9
     assert "interweave_steps" not in idata["sample_stats"]
 
@@ -155,12 +186,17 @@ def test_dims_label_releases_and_kept_records():
     with pm.Model(coords={"part": ["care", "eating", "other"]}) as model:
         alpha = pm.Gamma("alpha", 2.0, 1.0, dims="part")
         x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=20, dims="part")
-        pmdp.PrivatizedSum("s", pt.log(pt.maximum(x, 0.01)),
-                           pmdp.Laplace(epsilon=1.0, sensitivity=-3 * np.log(0.01)),
-                           observed=[-20.0, -30.0, -25.0], dims="part")
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.maximum(x, 0.01)),
+            pmdp.Laplace(epsilon=1.0, sensitivity=-3 * np.log(0.01)),
+            observed=[-20.0, -30.0, -25.0],
+            dims="part",
+        )
         with pytest.raises(ValueError, match="must name each of the 1 axes"):
-            pmdp.PrivatizedSum("s2", x, pmdp.Laplace(epsilon=1.0), observed=[1.0, 2.0, 3.0],
-                               dims=("part", "other"))
+            pmdp.PrivatizedSum(
+                "s2", x, pmdp.Laplace(epsilon=1.0), observed=[1.0, 2.0, 3.0], dims=("part", "other")
+            )
     idata = pmdp.sample(model=model, random_seed=44, keep_records=50, **QUICK)
     assert idata["observed_data"]["s"].dims == ("part",)
     assert list(idata["imputed_records"]["part"].values) == ["care", "eating", "other"]

@@ -47,8 +47,14 @@ import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.noncentred import describe_forms
 
-SAMPLE = {"draws": 600, "tune": 300, "chains": 2, "cores": 1, "progressbar": False,
-          "compute_convergence_checks": False}
+SAMPLE = {
+    "draws": 600,
+    "tune": 300,
+    "chains": 2,
+    "cores": 1,
+    "progressbar": False,
+    "compute_convergence_checks": False,
+}
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
 
 
@@ -77,8 +83,13 @@ def normal_model(bounded):
 
 def normal_oracle(bounded):
     # normal_posterior sums n over 1..n_max: n = 0 has relative weight < 1e-5 here.
-    exact = normal_posterior(NORMAL["s_dp"], NORMAL["scale"], 1.0, *NORMAL["prior"],
-                             **unbounded_kwargs(bounded, NORMAL["n"], 150))
+    exact = normal_posterior(
+        NORMAL["s_dp"],
+        NORMAL["scale"],
+        1.0,
+        *NORMAL["prior"],
+        **unbounded_kwargs(bounded, NORMAL["n"], 150),
+    )
     return exact, {"mu": "mu"}
 
 
@@ -100,8 +111,9 @@ def regression_model(bounded):
 
 
 def regression_oracle(bounded):
-    exact = regression_posterior(REGRESSION["s_dp"], REGRESSION["scales"],
-                                 **unbounded_kwargs(bounded, REGRESSION["n"], 75))
+    exact = regression_posterior(
+        REGRESSION["s_dp"], REGRESSION["scales"], **unbounded_kwargs(bounded, REGRESSION["n"], 75)
+    )
     return exact, {"mu": "mu", "beta": "beta"}
 
 
@@ -113,16 +125,25 @@ BERNOULLI = {"n": 30, "scale": 10.0, "s_dp": 12.3, "prior": (2.0, 3.0)}
 def bernoulli_model(bounded, categorical=False):
     with pm.Model() as model:
         theta = pm.Beta("theta", *BERNOULLI["prior"])
-        dist = (pm.Categorical.dist(p=pt.stack([1 - theta, theta])) if categorical
-                else pm.Bernoulli.dist(theta))
+        dist = (
+            pm.Categorical.dist(p=pt.stack([1 - theta, theta]))
+            if categorical
+            else pm.Bernoulli.dist(theta)
+        )
         x = pmdp.Records("x", dist, n=sample_size(bounded, BERNOULLI["n"]))
-        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=BERNOULLI["scale"]), observed=BERNOULLI["s_dp"])
+        pmdp.PrivatizedSum(
+            "s", x, pmdp.Laplace(scale=BERNOULLI["scale"]), observed=BERNOULLI["s_dp"]
+        )
     return model
 
 
 def bernoulli_oracle(bounded):
-    exact = bernoulli_posterior(BERNOULLI["s_dp"], pmdp.Laplace(scale=BERNOULLI["scale"]),
-                                *BERNOULLI["prior"], **unbounded_kwargs(bounded, BERNOULLI["n"], 90))
+    exact = bernoulli_posterior(
+        BERNOULLI["s_dp"],
+        pmdp.Laplace(scale=BERNOULLI["scale"]),
+        *BERNOULLI["prior"],
+        **unbounded_kwargs(bounded, BERNOULLI["n"], 90),
+    )
     return exact, {"theta": "theta"}
 
 
@@ -139,8 +160,12 @@ def poisson_model(bounded):
 
 
 def poisson_oracle(bounded):
-    exact = poisson_posterior(POISSON["s_dp"], pmdp.Laplace(scale=POISSON["scale"]),
-                              *POISSON["prior"], **unbounded_kwargs(bounded, POISSON["n"], 80))
+    exact = poisson_posterior(
+        POISSON["s_dp"],
+        pmdp.Laplace(scale=POISSON["scale"]),
+        *POISSON["prior"],
+        **unbounded_kwargs(bounded, POISSON["n"], 80),
+    )
     return exact, {"lam": "lam"}
 
 
@@ -151,34 +176,44 @@ GAMMA = {"n": 10, "scale": 10.0, "s_dp": 12.0, "prior": (2.0, 1.0)}
 def gamma_model(bounded):
     with pm.Model() as model:
         theta = pm.Gamma("theta", alpha=GAMMA["prior"][0], beta=GAMMA["prior"][1])
-        x = pmdp.Records("x", pm.Gamma.dist(alpha=theta, beta=1.0),
-                         n=sample_size(bounded, GAMMA["n"]))
+        x = pmdp.Records(
+            "x", pm.Gamma.dist(alpha=theta, beta=1.0), n=sample_size(bounded, GAMMA["n"])
+        )
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=GAMMA["scale"]), observed=GAMMA["s_dp"])
     return model
 
 
 def gamma_oracle(bounded):
-    exact = gamma_shape_posterior(GAMMA["s_dp"], GAMMA["scale"], *GAMMA["prior"],
-                                  **unbounded_kwargs(bounded, GAMMA["n"], 70))
+    exact = gamma_shape_posterior(
+        GAMMA["s_dp"], GAMMA["scale"], *GAMMA["prior"], **unbounded_kwargs(bounded, GAMMA["n"], 70)
+    )
     return exact, {"theta": "theta"}
 
 
 # Dirichlet(c (1, 1, 1)) records, c ~ Gamma(2, 1), release of sum log(max(x, 0.02)) + Laplace(3)
 # per coordinate (the ATUS statistic); one record's log-shares have sd ~0.8 at c ~ 1.3
-DIRICHLET = {"n": 15, "scale": 3.0, "clamp": 0.02, "s_dp": (-20.0, -23.0, -26.0),
-             "prior": (2.0, 1.0)}
+DIRICHLET = {
+    "n": 15,
+    "scale": 3.0,
+    "clamp": 0.02,
+    "s_dp": (-20.0, -23.0, -26.0),
+    "prior": (2.0, 1.0),
+}
 
 
 def dirichlet_model(bounded):
     with pm.Model() as model:
         c = pm.Gamma("c", alpha=DIRICHLET["prior"][0], beta=DIRICHLET["prior"][1])
-        x = pmdp.Records("x", pm.Dirichlet.dist(c * pt.ones(3)),
-                         n=sample_size(bounded, DIRICHLET["n"]))
+        x = pmdp.Records(
+            "x", pm.Dirichlet.dist(c * pt.ones(3)), n=sample_size(bounded, DIRICHLET["n"])
+        )
         # Each log-share is in [log(clamp), 0]: L1 sensitivity -3 log(clamp) (add/remove).
-        pmdp.PrivatizedSum("s", pt.log(pt.maximum(x, DIRICHLET["clamp"])),
-                           pmdp.Laplace(scale=DIRICHLET["scale"],
-                                        sensitivity=-3 * np.log(DIRICHLET["clamp"])),
-                           observed=np.array(DIRICHLET["s_dp"]))
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.maximum(x, DIRICHLET["clamp"])),
+            pmdp.Laplace(scale=DIRICHLET["scale"], sensitivity=-3 * np.log(DIRICHLET["clamp"])),
+            observed=np.array(DIRICHLET["s_dp"]),
+        )
     return model
 
 
@@ -186,28 +221,49 @@ def dirichlet_oracle(bounded):
     """Importance sampling (300,000 prior draws): standard errors ~0.002 on the mean of c, ~10x
     below the sampler's; they are added to the tolerances."""
     mc = dirichlet_posterior_mc(
-        DIRICHLET["s_dp"], DIRICHLET["scale"], DIRICHLET["clamp"], *DIRICHLET["prior"],
-        np.random.default_rng(7), draws=300_000, **unbounded_kwargs(bounded, DIRICHLET["n"], 70),
+        DIRICHLET["s_dp"],
+        DIRICHLET["scale"],
+        DIRICHLET["clamp"],
+        *DIRICHLET["prior"],
+        np.random.default_rng(7),
+        draws=300_000,
+        **unbounded_kwargs(bounded, DIRICHLET["n"], 70),
     )
-    exact = {"c_mean": mc["theta"][0], "c_mean_se": mc["theta"][1],
-             "c_var": mc["theta_var"][0], "c_var_se": mc["theta_var"][1]}
+    exact = {
+        "c_mean": mc["theta"][0],
+        "c_mean_se": mc["theta"][1],
+        "c_var": mc["theta_var"][0],
+        "c_var_se": mc["theta_var"][1],
+    }
     if not bounded:
-        exact.update(n_mean=mc["n"][0], n_mean_se=mc["n"][1], n_var=mc["n_var"][0],
-                     n_var_se=mc["n_var"][1], n_values=mc["n_values"], n_pmf=mc["n_pmf"],
-                     n_cdf_se=mc["n_cdf_se"])
+        exact.update(
+            n_mean=mc["n"][0],
+            n_mean_se=mc["n"][1],
+            n_var=mc["n_var"][0],
+            n_var_se=mc["n_var"][1],
+            n_values=mc["n_values"],
+            n_pmf=mc["n_pmf"],
+            n_cdf_se=mc["n_cdf_se"],
+        )
     return exact, {"c": "c"}
 
 
 CASES = {
     "normal": (normal_model, normal_oracle, {"x": "location-scale"}),
-    "regression": (regression_model, regression_oracle,
-                   {"x": "location-scale", "y": "location-scale"}),
+    "regression": (
+        regression_model,
+        regression_oracle,
+        {"x": "location-scale", "y": "location-scale"},
+    ),
     "bernoulli": (bernoulli_model, bernoulli_oracle, {"x": "randomized-pit"}),
     "poisson": (poisson_model, poisson_oracle, {"x": "randomized-pit"}),
     "gamma-shape": (gamma_model, gamma_oracle, {"x": "inverse-cdf"}),
     "dirichlet": (dirichlet_model, dirichlet_oracle, {"x": "gammas"}),
-    "categorical-full-refresh": (functools.partial(bernoulli_model, categorical=True),
-                                 bernoulli_oracle, {"x": None}),
+    "categorical-full-refresh": (
+        functools.partial(bernoulli_model, categorical=True),
+        bernoulli_oracle,
+        {"x": None},
+    ),
 }
 
 
@@ -232,8 +288,9 @@ def check_against(idata, exact, names, label):
         draws = draws_of(idata, name)
         mean, var = exact[f"{key}_mean"], exact[f"{key}_var"]
         report.append(f"{name} mean z={mean_z(draws, mean, exact.get(f'{key}_mean_se', 0.0)):+.2f}")
-        report.append(f"{name} var z="
-                      f"{mean_z((draws - mean) ** 2, var, exact.get(f'{key}_var_se', 0.0)):+.2f}")
+        report.append(
+            f"{name} var z={mean_z((draws - mean) ** 2, var, exact.get(f'{key}_var_se', 0.0)):+.2f}"
+        )
     if "n" in idata["posterior"]:
         n = draws_of(idata, "n")
         report.append(f"n mean z={mean_z(n, exact['n_mean'], exact.get('n_mean_se', 0.0)):+.2f}")
@@ -243,29 +300,36 @@ def check_against(idata, exact, names, label):
         draws = draws_of(idata, name)
         mean, var = exact[f"{key}_mean"], exact[f"{key}_var"]
         assert_mean_matches(draws, mean, f"{label} {name} mean", exact.get(f"{key}_mean_se", 0.0))
-        assert_centred_variance_matches(draws, mean, var, f"{label} {name}",
-                                        exact.get(f"{key}_var_se", 0.0))
+        assert_centred_variance_matches(
+            draws, mean, var, f"{label} {name}", exact.get(f"{key}_var_se", 0.0)
+        )
     if "n" in idata["posterior"]:
         n = draws_of(idata, "n")
         assert_mean_matches(n, exact["n_mean"], f"{label} n mean", exact.get("n_mean_se", 0.0))
-        assert_centred_variance_matches(n, exact["n_mean"], exact["n_var"], f"{label} n",
-                                        exact.get("n_var_se", 0.0))
-        assert_cdf_matches(n, exact["n_values"], exact["n_pmf"], f"{label} n",
-                           cdf_se=exact.get("n_cdf_se"))
+        assert_centred_variance_matches(
+            n, exact["n_mean"], exact["n_var"], f"{label} n", exact.get("n_var_se", 0.0)
+        )
+        assert_cdf_matches(
+            n, exact["n_values"], exact["n_pmf"], f"{label} n", cdf_se=exact.get("n_cdf_se")
+        )
 
 
 # --------------------------------------------------------------------------------------------------
 # the oracles themselves
 # --------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("s, shape, scale", [(12.0, 10.0, 10.0), (-3.0, 2.0, 3.0), (50.0, 8.0, 1.5),
-                                             (0.5, 0.3, 2.0), (200.0, 150.0, 20.0)])
+@pytest.mark.parametrize(
+    "s, shape, scale",
+    [(12.0, 10.0, 10.0), (-3.0, 2.0, 3.0), (50.0, 8.0, 1.5), (0.5, 0.3, 2.0), (200.0, 150.0, 20.0)],
+)
 def test_gamma_laplace_convolution_matches_quadrature(s, shape, scale):
     def integrand(total):
         return stats.gamma.pdf(total, shape) * stats.laplace.pdf(s - total, scale=scale)
 
     cut = max(s, 0.0) + 1e-9
-    value = (integrate.quad(integrand, 0, cut, limit=200)[0]
-             + integrate.quad(integrand, cut, np.inf, limit=200)[0])
+    value = (
+        integrate.quad(integrand, 0, cut, limit=200)[0]
+        + integrate.quad(integrand, cut, np.inf, limit=200)[0]
+    )
     np.testing.assert_allclose(np.exp(log_gamma_laplace(s, shape, scale)), value, rtol=1e-7)
 
 
@@ -275,7 +339,8 @@ def test_oracles_reduce_to_conjugate_posteriors_without_noise():
     precision = 1 + sx**2 / n  # beta | Sx, Sy: N(0, 1) prior, Sy ~ N(beta Sx, n)
     np.testing.assert_allclose(
         [exact["mu_mean"], exact["mu_var"], exact["beta_mean"], exact["beta_var"]],
-        [sx / (1 + n), 1 / (1 + n), sx * sy / n / precision, 1 / precision], rtol=2e-4,
+        [sx / (1 + n), 1 / (1 + n), sx * sy / n / precision, 1 / precision],
+        rtol=2e-4,
     )
     exact = poisson_posterior(50.0, pmdp.Laplace(scale=1e-6), 3.0, 1.0, n=20)
     np.testing.assert_allclose([exact["lam_mean"], exact["lam_var"]], [53 / 21, 53 / 21**2])
@@ -285,7 +350,9 @@ def importance_check(exact, estimate, key, label):
     for stat, oracle_value in (("theta", exact[f"{key}_mean"]), ("theta_var", exact[f"{key}_var"])):
         value, se = estimate[stat]
         z = (value - oracle_value) / se
-        assert abs(z) < 4, f"{label} {key} {stat}: oracle {oracle_value:.5f} vs IS {value:.5f} z={z:.1f}"
+        assert abs(z) < 4, (
+            f"{label} {key} {stat}: oracle {oracle_value:.5f} vs IS {value:.5f} z={z:.1f}"
+        )
     if "n" in estimate:
         value, se = estimate["n"]
         z = (value - exact["n_mean"]) / se
@@ -301,10 +368,18 @@ def test_oracles_match_importance_sampling(bounded):
 
     def run(simulate, log_eta, n):
         if bounded:
-            return importance_posterior(lambda r, size, _: simulate(r, size, n), log_eta, draws, rng)
+            return importance_posterior(
+                lambda r, size, _: simulate(r, size, n), log_eta, draws, rng
+            )
         values = np.arange(0, 3 * n + 40)
-        return importance_posterior(simulate, log_eta, draws, rng, n_values=values,
-                                    n_log_weights=N_MECHANISM.logpdf(n - values))
+        return importance_posterior(
+            simulate,
+            log_eta,
+            draws,
+            rng,
+            n_values=values,
+            n_log_weights=N_MECHANISM.logpdf(n - values),
+        )
 
     def laplace(s_dp, scale):
         return lambda T: -np.abs(s_dp - T) / scale
@@ -314,8 +389,12 @@ def test_oracles_match_importance_sampling(bounded):
         return mu, r.normal(n * mu, np.sqrt(n)) if n > 0 else np.zeros(size)
 
     exact, _ = oracle_of("normal", bounded)
-    importance_check(exact, run(normal_sim, laplace(NORMAL["s_dp"], NORMAL["scale"]), NORMAL["n"]),
-                     "mu", "normal")
+    importance_check(
+        exact,
+        run(normal_sim, laplace(NORMAL["s_dp"], NORMAL["scale"]), NORMAL["n"]),
+        "mu",
+        "normal",
+    )
 
     scales, s_dp = REGRESSION["scales"], REGRESSION["s_dp"]
 
@@ -324,38 +403,49 @@ def test_oracles_match_importance_sampling(bounded):
 
     exact, _ = oracle_of("regression", bounded)
     for key in ("mu", "beta"):
+
         def regression_sim(r, size, n, key=key):
             mu, beta = r.normal(0, 1, size), r.normal(0, 1, size)
             sx = r.normal(n * mu, np.sqrt(n)) if n > 0 else np.zeros(size)
             sy = r.normal(beta * sx, np.sqrt(n)) if n > 0 else np.zeros(size)
             return (mu if key == "mu" else beta), np.stack([sx, sy], axis=1)
 
-        importance_check(exact, run(regression_sim, regression_eta, REGRESSION["n"]), key,
-                         "regression")
+        importance_check(
+            exact, run(regression_sim, regression_eta, REGRESSION["n"]), key, "regression"
+        )
 
     def bernoulli_sim(r, size, n):
         theta = r.beta(*BERNOULLI["prior"], size)
         return theta, r.binomial(n, theta)
 
     exact, _ = oracle_of("bernoulli", bounded)
-    importance_check(exact, run(bernoulli_sim, laplace(BERNOULLI["s_dp"], BERNOULLI["scale"]),
-                                BERNOULLI["n"]), "theta", "bernoulli")
+    importance_check(
+        exact,
+        run(bernoulli_sim, laplace(BERNOULLI["s_dp"], BERNOULLI["scale"]), BERNOULLI["n"]),
+        "theta",
+        "bernoulli",
+    )
 
     def poisson_sim(r, size, n):
         lam = r.gamma(POISSON["prior"][0], 1 / POISSON["prior"][1], size)
         return lam, r.poisson(n * lam)
 
     exact, _ = oracle_of("poisson", bounded)
-    importance_check(exact, run(poisson_sim, laplace(POISSON["s_dp"], POISSON["scale"]),
-                                POISSON["n"]), "lam", "poisson")
+    importance_check(
+        exact,
+        run(poisson_sim, laplace(POISSON["s_dp"], POISSON["scale"]), POISSON["n"]),
+        "lam",
+        "poisson",
+    )
 
     def gamma_sim(r, size, n):
         theta = r.gamma(GAMMA["prior"][0], 1 / GAMMA["prior"][1], size)
         return theta, r.gamma(n * theta) if n > 0 else np.zeros(size)
 
     exact, _ = oracle_of("gamma-shape", bounded)
-    importance_check(exact, run(gamma_sim, laplace(GAMMA["s_dp"], GAMMA["scale"]), GAMMA["n"]),
-                     "theta", "gamma")
+    importance_check(
+        exact, run(gamma_sim, laplace(GAMMA["s_dp"], GAMMA["scale"]), GAMMA["n"]), "theta", "gamma"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -393,8 +483,9 @@ def test_plain_data_augmentation_still_matches():
     """``interweave=False``: the paper's data augmentation alone (NUTS on lam given the records,
     record refresh); slower mixing (more draws), same target."""
     model = model_of("poisson", True)
-    idata = pmdp.sample(model=model, random_seed=1100, interweave=False,
-                        **{**SAMPLE, "draws": 3000})
+    idata = pmdp.sample(
+        model=model, random_seed=1100, interweave=False, **{**SAMPLE, "draws": 3000}
+    )
     assert "interweave_accept_rate" not in idata["sample_stats"]
     exact, names = oracle_of("poisson", True)
     check_against(idata, exact, names, "poisson, interweave=False")
@@ -429,8 +520,15 @@ def assert_ranks_uniform(ranks, label):
 
 def run_sbc(step, seed, names):
     """Kept (thinned) draws of ``names`` from one chain."""
-    idata = pm.sample(draws=SBC_KEPT * SBC_THIN, tune=100, chains=1, step=step, random_seed=seed,
-                      progressbar=False, compute_convergence_checks=False)
+    idata = pm.sample(
+        draws=SBC_KEPT * SBC_THIN,
+        tune=100,
+        chains=1,
+        step=step,
+        random_seed=seed,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     return {name: idata["posterior"][name].values[0, ::SBC_THIN] for name in names}
 
 
@@ -451,8 +549,9 @@ def test_sbc_poisson_unbounded():
         for rep in range(SBC_REPLICATIONS):
             lam_true, n_true = rng.gamma(3.0, 1.0), rng.poisson(20)
             s_dp = rng.poisson(n_true * lam_true) + rng.laplace(0.0, 15.0)
-            pm.set_data({"s_observed": s_dp,
-                         "n_observed": n_true + N_MECHANISM.simulate(random_seed=rng)})
+            pm.set_data(
+                {"s_observed": s_dp, "n_observed": n_true + N_MECHANISM.simulate(random_seed=rng)}
+            )
             posterior = run_sbc(step, rep, ["lam", "n"])
             lam_ranks.append(sbc_rank(lam_true, posterior["lam"], rng))
             n_ranks.append(sbc_rank(n_true, posterior["n"], rng))
@@ -481,8 +580,12 @@ def test_sbc_regression_bounded():
             truth = {"mu": rng.normal(), "beta": rng.normal()}
             x_true = rng.normal(truth["mu"], 1.0, n)
             y_true = rng.normal(truth["beta"] * x_true, 1.0)
-            pm.set_data({"sx_observed": x_true.sum() + rng.laplace(0.0, 8.0),
-                         "sy_observed": y_true.sum() + rng.laplace(0.0, 8.0)})
+            pm.set_data(
+                {
+                    "sx_observed": x_true.sum() + rng.laplace(0.0, 8.0),
+                    "sy_observed": y_true.sum() + rng.laplace(0.0, 8.0),
+                }
+            )
             posterior = run_sbc(step, rep, list(ranks))
             for name, kept in ranks.items():
                 kept.append(sbc_rank(truth[name], posterior[name], rng))

@@ -18,10 +18,22 @@ N_MECHANISM = pmdp.DiscreteLaplace(scale=3.0)
 RELEASED = np.array([4.0, -1.0])
 N_DP = 5.0
 #: Statistics of the stub's records, in the order it proposes them (record ``k`` has id ``k``).
-TABLE = np.array([
-    [1.0, 0.5], [0.0, 2.0], [3.0, -1.0], [0.5, 0.5], [2.0, 3.0], [1.0, 0.0],
-    [2.5, 1.0], [-1.0, 0.5], [0.25, -0.5], [1.5, 1.5], [-0.5, 2.5], [0.75, 0.25],
-])
+TABLE = np.array(
+    [
+        [1.0, 0.5],
+        [0.0, 2.0],
+        [3.0, -1.0],
+        [0.5, 0.5],
+        [2.0, 3.0],
+        [1.0, 0.0],
+        [2.5, 1.0],
+        [-1.0, 0.5],
+        [0.25, -0.5],
+        [1.5, 1.5],
+        [-0.5, 2.5],
+        [0.75, 0.25],
+    ]
+)
 ACCEPT, REJECT = -1e-9, 1e-9  # log u = log ratio + offset
 
 
@@ -57,8 +69,9 @@ class ScriptedRandom:
         return u.copy()
 
 
-def make_target(mechanisms=MECHANISMS, unbounded=True, log_prior_n=None, table=TABLE,
-                released=RELEASED):
+def make_target(
+    mechanisms=MECHANISMS, unbounded=True, log_prior_n=None, table=TABLE, released=RELEASED
+):
     return RecordTarget(
         released=np.asarray(released, dtype=float),
         noise=NoiseArrays.of(mechanisms, [1] * len(mechanisms)),
@@ -75,8 +88,14 @@ def log_eta(residual, mechanisms=MECHANISMS):
 
 def birth_ratio(residual, t_born, n, log_g):
     """Log acceptance ratio of a birth at ``n`` (DESIGN.md section 2)."""
-    return (log_eta(residual - t_born) - log_eta(residual) + N_MECHANISM.logpdf(N_DP - n - 1)
-            - N_MECHANISM.logpdf(N_DP - n) + log_g(n + 1) - log_g(n))
+    return (
+        log_eta(residual - t_born)
+        - log_eta(residual)
+        + N_MECHANISM.logpdf(N_DP - n - 1)
+        - N_MECHANISM.logpdf(N_DP - n)
+        + log_g(n + 1)
+        - log_g(n)
+    )
 
 
 def death_ratio(residual, t_dead, n, log_g):
@@ -148,7 +167,9 @@ def test_refresh_accepts_by_the_exact_noise_density_ratio(mechanisms, pattern, s
 def test_refresh_rejects_off_lattice_residuals_of_discrete_mechanisms():
     target = make_target([pmdp.DiscreteLaplace(scale=1.0)], table=[[1.0], [0.5]], released=[2.0])
     state = kernels.init(target, 1, np.random.default_rng(0))
-    state, accepted = kernels.refresh(target, state, Proposals(*target.propose(1)), np.array([-50.0]))
+    state, accepted = kernels.refresh(
+        target, state, Proposals(*target.propose(1)), np.array([-50.0])
+    )
     assert accepted == 0 and state.residual.tolist() == [1.0] and state.stats[0].tolist() == [1.0]
 
 
@@ -163,7 +184,9 @@ def test_birth_and_death_ratios_with_a_poisson_prior(accept):
     state = kernels.init(target, 3, np.random.default_rng(0))  # ids [0, 1, 2]
     born = Proposals(*target.propose(2))  # ids 3, 4
     is_birth = np.array([True, False, True])
-    u_pick = np.array([0.6, 0.3, 0.99])  # slot floor(0.6 * 4) = 2; record floor(0.3 * 4) = 1; slot 3
+    u_pick = np.array(
+        [0.6, 0.3, 0.99]
+    )  # slot floor(0.6 * 4) = 2; record floor(0.3 * 4) = 1; slot 3
     r0 = state.residual.copy()
     first = birth_ratio(r0, TABLE[3], 3, poisson_log_g)
     r1 = r0 - TABLE[3]  # ids [0, 1, 3, 2]
@@ -181,6 +204,7 @@ def test_birth_and_death_ratios_with_a_poisson_prior(accept):
 def test_moves_out_of_a_bounded_prior_support_are_rejected():
     """``g`` is flat on ``{3, 4}``: at ``n = 4`` a birth is rejected whatever ``u``, a death
     accepted with the exact ratio; at ``n = 3`` the mirror."""
+
     def log_g(values):
         return np.where((values >= 3) & (values <= 4), 0.0, -np.inf)
 
@@ -225,8 +249,14 @@ def test_the_prior_of_n_is_only_evaluated_on_its_support():
 
     target = make_target(log_prior_n=log_g)
     state = kernels.init(target, 1, np.random.default_rng(0))
-    kernels.birth_death(target, state, np.array([False, False]), Proposals(*target.propose(0)),
-                        np.zeros(2), np.full(2, -700.0))
+    kernels.birth_death(
+        target,
+        state,
+        np.array([False, False]),
+        Proposals(*target.propose(0)),
+        np.zeros(2),
+        np.full(2, -700.0),
+    )
     assert calls == [[0, 1, 2, 3]]  # the window n - K, ..., n + K = -1, ..., 3 cut at 0
 
 
@@ -266,9 +296,13 @@ def test_sweep_in_chunks(monkeypatch):
     state = kernels.init(target, 5, np.random.default_rng(0))
     rng = ScriptedRandom(
         [0.1, 0.1, 0.9],  # birth, birth, death
-        [NEAR] * 2, [NEAR] * 2, [NEAR],  # refresh chunks of 2, 2, 1 records
-        [0.0, 0.0], [NEAR] * 2,  # moves 0-1: births into slot 0
-        [0.0], [NEAR],  # move 2: the death of record 0
+        [NEAR] * 2,
+        [NEAR] * 2,
+        [NEAR],  # refresh chunks of 2, 2, 1 records
+        [0.0, 0.0],
+        [NEAR] * 2,  # moves 0-1: births into slot 0
+        [0.0],
+        [NEAR],  # move 2: the death of record 0
     )
     state, info = kernels.sweep(target, state, rng, n_moves=3)
     assert rng.draws == [] and target.propose.calls == [5, 2, 2, 1, 2, 0]
@@ -297,12 +331,17 @@ def test_bounded_sweep_refreshes_only():
 def unbounded_two_variable_model():
     with pm.Model() as model:
         beta = pm.Normal("beta", 0, 1)
-        n = pmdp.SampleSize("n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.2),
-                            prior=pm.Poisson.dist(35.0))
+        n = pmdp.SampleSize(
+            "n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.2), prior=pm.Poisson.dist(35.0)
+        )
         X = pmdp.Records("X", pm.Normal.dist(0, 1, shape=2), n=n)
         y = pmdp.Records("y", pm.Normal.dist(beta * X[:, 0], 1), n=n)
-        pmdp.PrivatizedSum("s", pt.stack([X[:, 0] * y, pt.clip(y, -2, 2)], axis=1),
-                           pmdp.Laplace(scale=2.0), observed=[3.0, -1.0])
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([X[:, 0] * y, pt.clip(y, -2, 2)], axis=1),
+            pmdp.Laplace(scale=2.0),
+            observed=[3.0, -1.0],
+        )
     return model
 
 
@@ -312,8 +351,9 @@ def test_record_target_of_a_model(unbounded_two_variable_model):
     assert target.unbounded and target.n_dp == 40.0 and target.released.tolist() == [3.0, -1.0]
     assert target.noise.laplace_only and target.n_noise.discrete.tolist() == [True]
     values = np.array([0, 35])
-    np.testing.assert_allclose(target.log_prior_n(values),
-                               pm.logp(pm.Poisson.dist(35.0), values).eval())
+    np.testing.assert_allclose(
+        target.log_prior_n(values), pm.logp(pm.Poisson.dist(35.0), values).eval()
+    )
     (X, y), t = target.propose(7)
     assert X.shape == (7, 2) and y.shape == (7,) and t.shape == (7, 2)
 

@@ -79,8 +79,15 @@ class Stub:
         return [ids, self.table.t[ids].copy()], self.table.t[ids].copy()
 
 
-def make_target(s_key, n_key="discrete-laplace", prior_key="poisson", released=(9.0, -4.0),
-                n_dp=7.0, unbounded=True, table=None):
+def make_target(
+    s_key,
+    n_key="discrete-laplace",
+    prior_key="poisson",
+    released=(9.0, -4.0),
+    n_dp=7.0,
+    unbounded=True,
+    table=None,
+):
     table = table or Table()
     s_mech = S_MECHANISMS[s_key]
     return RecordTarget(
@@ -120,15 +127,25 @@ class Reference:
 
     def birth_ratio(self, new_id):
         r, n = self.residual(), len(self.ids)
-        return (self.log_eta(r - self.table.t[new_id]) - self.log_eta(r)
-                + self.log_eta_n(n + 1) - self.log_eta_n(n)
-                + float(self.log_g(n + 1)) - float(self.log_g(n)))
+        return (
+            self.log_eta(r - self.table.t[new_id])
+            - self.log_eta(r)
+            + self.log_eta_n(n + 1)
+            - self.log_eta_n(n)
+            + float(self.log_g(n + 1))
+            - float(self.log_g(n))
+        )
 
     def death_ratio(self, victim):
         r, n = self.residual(), len(self.ids)
-        return (self.log_eta(r + self.table.t[self.ids[victim]]) - self.log_eta(r)
-                + self.log_eta_n(n - 1) - self.log_eta_n(n)
-                + float(self.log_g(n - 1)) - float(self.log_g(n)))
+        return (
+            self.log_eta(r + self.table.t[self.ids[victim]])
+            - self.log_eta(r)
+            + self.log_eta_n(n - 1)
+            - self.log_eta_n(n)
+            + float(self.log_g(n - 1))
+            - float(self.log_g(n))
+        )
 
     def birth(self, new_id, slot):
         self.ids.append(self.ids[slot] if slot < len(self.ids) else new_id)
@@ -200,8 +217,9 @@ def test_birth_death_sequences_match_the_reference(s_key, n_key, prior_key):
     target, table = make_target(s_key, n_key, prior_key)
     rng = np.random.default_rng(zlib.crc32(f"{s_key}/{n_key}/{prior_key}".encode()))
     state = kernels.init(target, 5, np.random.default_rng(0))
-    ref = Reference(target, table, range(5), S_MECHANISMS[s_key], N_MECHANISMS[n_key],
-                    PRIORS[prior_key])
+    ref = Reference(
+        target, table, range(5), S_MECHANISMS[s_key], N_MECHANISMS[n_key], PRIORS[prior_key]
+    )
     next_id = 5
     seen_n = set()
     for _ in range(25):
@@ -225,14 +243,22 @@ def test_a_birth_into_every_slot_and_a_death_of_every_record(prior_key):
     ``n = 6``), and the death of record ``i`` for every ``i`` (then a birth into its slot)."""
     target, table = make_target("laplace+gaussian", prior_key=prior_key)
     state = kernels.init(target, 6, np.random.default_rng(0))
-    ref = Reference(target, table, range(6), S_MECHANISMS["laplace+gaussian"],
-                    N_MECHANISMS["discrete-laplace"], PRIORS[prior_key])
+    ref = Reference(
+        target,
+        table,
+        range(6),
+        S_MECHANISMS["laplace+gaussian"],
+        N_MECHANISMS["discrete-laplace"],
+        PRIORS[prior_key],
+    )
     next_id = 6
     for j in range(7):
         pick = [(j + 0.5) / 7, (j + 0.5) / 7]  # birth into slot j; the death of record j
         for is_birth, u in [(True, pick[0]), (False, pick[1])]:
             n = len(ref.ids)
-            ratio = ref.birth_ratio(next_id) if is_birth else ref.death_ratio(min(int(u * n), n - 1))
+            ratio = (
+                ref.birth_ratio(next_id) if is_birth else ref.death_ratio(min(int(u * n), n - 1))
+            )
             born = Proposals(*target.propose(int(is_birth)))
             state, counts = kernels.birth_death(
                 target, state, np.array([is_birth]), born, np.array([u]), np.array([ratio - HAIR])
@@ -254,13 +280,23 @@ def test_moves_at_the_bounds_of_the_support_are_rejected():
     ratio, ``g(4)/g(3)`` and ``g(8)/g(9)`` included."""
     target, table = make_target("discrete", prior_key="bounded-poisson", n_dp=3.0)
     state = kernels.init(target, 3, np.random.default_rng(0))
-    ref = Reference(target, table, range(3), S_MECHANISMS["discrete"],
-                    N_MECHANISMS["discrete-laplace"], poisson_on_3_to_9)
+    ref = Reference(
+        target,
+        table,
+        range(3),
+        S_MECHANISMS["discrete"],
+        N_MECHANISMS["discrete-laplace"],
+        poisson_on_3_to_9,
+    )
     # at the lower bound: two deaths (rejected even at log u = -700), then a birth into slot 1
     birth = ref.birth_ratio(3)
     state, counts = kernels.birth_death(
-        target, state, np.array([False, False, True]), Proposals(*target.propose(1)),
-        np.array([0.0, 0.99, 0.3]), np.array([-700.0, -700.0, birth - HAIR]),
+        target,
+        state,
+        np.array([False, False, True]),
+        Proposals(*target.propose(1)),
+        np.array([0.0, 0.99, 0.3]),
+        np.array([-700.0, -700.0, birth - HAIR]),
     )
     ref.birth(3, 1)
     assert counts.tolist() == [1, 1, 0, 2]
@@ -269,7 +305,11 @@ def test_moves_at_the_bounds_of_the_support_are_rejected():
     for next_id in range(4, 9):
         ratio = ref.birth_ratio(next_id)
         state, counts = kernels.birth_death(
-            target, state, np.array([True]), Proposals(*target.propose(1)), np.array([0.0]),
+            target,
+            state,
+            np.array([True]),
+            Proposals(*target.propose(1)),
+            np.array([0.0]),
             np.array([ratio - HAIR]),
         )
         ref.birth(next_id, 0)
@@ -279,8 +319,12 @@ def test_moves_at_the_bounds_of_the_support_are_rejected():
     # at the upper bound: a birth is rejected whatever u; the death of the last record accepted
     death = ref.death_ratio(8)
     state, counts = kernels.birth_death(
-        target, state, np.array([True, False]), Proposals(*target.propose(1)),
-        np.array([0.5, 0.999]), np.array([-700.0, death - HAIR]),
+        target,
+        state,
+        np.array([True, False]),
+        Proposals(*target.propose(1)),
+        np.array([0.5, 0.999]),
+        np.array([-700.0, death - HAIR]),
     )
     ref.death(8)
     assert counts.tolist() == [0, 1, 1, 1]
@@ -288,7 +332,11 @@ def test_moves_at_the_bounds_of_the_support_are_rejected():
     # rejected by a hair: nothing changes
     death = ref.death_ratio(0)
     state, counts = kernels.birth_death(
-        target, state, np.array([False]), Proposals(*target.propose(0)), np.array([0.0]),
+        target,
+        state,
+        np.array([False]),
+        Proposals(*target.propose(0)),
+        np.array([0.0]),
         np.array([death + HAIR]),
     )
     assert counts.tolist() == [0, 0, 0, 1]
@@ -300,14 +348,19 @@ def test_deaths_at_zero_and_the_first_birth():
     takes slot 0 whatever ``u_pick``; then the only record dies."""
     target, table = make_target("laplace-only", prior_key="flat", n_dp=0.0)
     state = kernels.init(target, 0, np.random.default_rng(0))
-    ref = Reference(target, table, [], S_MECHANISMS["laplace-only"],
-                    N_MECHANISMS["discrete-laplace"], None)
+    ref = Reference(
+        target, table, [], S_MECHANISMS["laplace-only"], N_MECHANISMS["discrete-laplace"], None
+    )
     birth = ref.birth_ratio(0)
     ref.birth(0, 0)
     death = ref.death_ratio(0)
     state, counts = kernels.birth_death(
-        target, state, np.array([False, True, False, False]), Proposals(*target.propose(1)),
-        np.array([0.9, 0.99, 0.99, 0.0]), np.array([-700.0, birth - HAIR, death - HAIR, -700.0]),
+        target,
+        state,
+        np.array([False, True, False, False]),
+        Proposals(*target.propose(1)),
+        np.array([0.9, 0.99, 0.99, 0.0]),
+        np.array([-700.0, birth - HAIR, death - HAIR, -700.0]),
     )
     assert counts.tolist() == [1, 1, 1, 3]
     assert state.n == 0 and ids_of(state) == []
@@ -328,8 +381,14 @@ def test_the_prior_window_is_exactly_n_minus_k_to_n_plus_k(n0, k):
     target, _ = make_target("laplace-only")
     target = target._replace(log_prior_n=log_g)
     state = kernels.init(target, n0, np.random.default_rng(0))
-    kernels.birth_death(target, state, np.zeros(k, dtype=bool), Proposals(*target.propose(0)),
-                        np.zeros(k), np.full(k, -700.0))
+    kernels.birth_death(
+        target,
+        state,
+        np.zeros(k, dtype=bool),
+        Proposals(*target.propose(0)),
+        np.zeros(k),
+        np.full(k, -700.0),
+    )
     assert calls == [list(range(max(0, n0 - k), n0 + k + 1))]
 
 
@@ -359,8 +418,9 @@ def test_refresh_sequences_match_the_reference(s_key, start):
     target, table = make_target(s_key)
     rng = np.random.default_rng(3 + start)
     state = kernels.init(target, 9, np.random.default_rng(0))
-    ref = Reference(target, table, range(9), S_MECHANISMS[s_key],
-                    N_MECHANISMS["discrete-laplace"], poisson)
+    ref = Reference(
+        target, table, range(9), S_MECHANISMS[s_key], N_MECHANISMS["discrete-laplace"], poisson
+    )
     next_id = 9
     for _ in range(6):
         m = 9 - start
@@ -411,7 +471,9 @@ def test_a_sweep_refreshes_every_position(unbounded, chunk_rows, monkeypatch):
     wide = [pmdp.Laplace(scale=1e9), pmdp.Laplace(scale=1e9)]
     table = Table()
     target = RecordTarget(
-        released=np.zeros(2), noise=NoiseArrays.of(wide, [1, 1]), propose=Stub(table),
+        released=np.zeros(2),
+        noise=NoiseArrays.of(wide, [1, 1]),
+        propose=Stub(table),
         n_dp=10.0 if unbounded else None,
         n_noise=NoiseArrays.of([pmdp.DiscreteLaplace(scale=1e9)], [1]) if unbounded else None,
     )
@@ -439,8 +501,11 @@ def test_sweep_counters_with_moves(chunk_rows, monkeypatch):
     wide = [pmdp.Laplace(scale=1e9), pmdp.Laplace(scale=1e9)]
     table = Table()
     target = RecordTarget(
-        released=np.zeros(2), noise=NoiseArrays.of(wide, [1, 1]), propose=Stub(table),
-        n_dp=8.0, n_noise=NoiseArrays.of([pmdp.DiscreteLaplace(scale=1e9)], [1]),
+        released=np.zeros(2),
+        noise=NoiseArrays.of(wide, [1, 1]),
+        propose=Stub(table),
+        n_dp=8.0,
+        n_noise=NoiseArrays.of([pmdp.DiscreteLaplace(scale=1e9)], [1]),
     )
     state = kernels.init(target, 8, np.random.default_rng(0))  # ids 0..7
     rng = AcceptAll()
@@ -462,14 +527,21 @@ def test_outside_the_release_support_every_move_within_the_prior_support_is_acce
     ``log u = -700`` (the support of the prior stays absorbing)."""
     target, table = make_target("laplace+gaussian", prior_key="bounded-poisson", n_dp=7.5)
     state = kernels.init(target, 4, np.random.default_rng(0))
-    ref = Reference(target, table, range(4), S_MECHANISMS["laplace+gaussian"],
-                    N_MECHANISMS["discrete-laplace"], poisson_on_3_to_9)
+    ref = Reference(
+        target,
+        table,
+        range(4),
+        S_MECHANISMS["laplace+gaussian"],
+        N_MECHANISMS["discrete-laplace"],
+        poisson_on_3_to_9,
+    )
     # death (4 -> 3) accepted, death at 3 rejected, six births (3 -> 9) accepted, birth at 9 rejected
     is_birth = np.array([False, False] + [True] * 7)
     u_pick = np.array([0.0, 0.5] + [0.999] * 7)
     log_u = np.array([-1e-12, -700.0] + [-1e-12] * 6 + [-700.0])
-    state, counts = kernels.birth_death(target, state, is_birth, Proposals(*target.propose(7)),
-                                        u_pick, log_u)
+    state, counts = kernels.birth_death(
+        target, state, is_birth, Proposals(*target.propose(7)), u_pick, log_u
+    )
     ref.death(0)
     for new_id in range(4, 10):
         ref.birth(new_id, len(ref.ids))
@@ -511,14 +583,24 @@ def test_kernel_log_densities_of_every_mechanism_kind_side_by_side():
     # kernels (they call it through its compiled address): the custom column is left out there.
     # Three distinct user-defined mechanisms, so that each custom coordinate must reach its own
     # density (``shape_code - SHAPE_CUSTOM`` indexes a chain of compiled densities, k = 0, 1, 2).
-    custom = [] if numba.config.DISABLE_JIT else [
-        truncated(),
-        truncated(name="unit normal", logp=_unit_normal_logp, numba_logp=_unit_normal_numba),
-        truncated(name="logistic", logp=_logistic_logp, numba_logp=_logistic_numba),
-    ]
+    custom = (
+        []
+        if numba.config.DISABLE_JIT
+        else [
+            truncated(),
+            truncated(name="unit normal", logp=_unit_normal_logp, numba_logp=_unit_normal_numba),
+            truncated(name="logistic", logp=_logistic_logp, numba_logp=_logistic_numba),
+        ]
+    )
 
-    mechanisms = [pmdp.Laplace(scale=2.0), pmdp.Gaussian(sigma=1.5), pmdp.DiscreteLaplace(scale=2.5),
-                  pmdp.DiscreteGaussian(sigma=3.0), pmdp.Tulap(epsilon=0.7), *custom]  # epsilon != 1: scale != 1
+    mechanisms = [
+        pmdp.Laplace(scale=2.0),
+        pmdp.Gaussian(sigma=1.5),
+        pmdp.DiscreteLaplace(scale=2.5),
+        pmdp.DiscreteGaussian(sigma=3.0),
+        pmdp.Tulap(epsilon=0.7),
+        *custom,
+    ]  # epsilon != 1: scale != 1
     noise = NoiseArrays.of(mechanisms, [1] * len(mechanisms))
     out_a, out_b = np.empty(len(mechanisms)), np.empty(len(mechanisms))
     a = np.array([1.0, -2.0, 3.0, -1.0, 2.0, 0.5, 1.7, 0.9])[: len(mechanisms)]

@@ -200,8 +200,9 @@ def test_tuner_follows_the_documented_rule_exactly(adapt_steps):
         centred = None if it == 0 else rng.standard_normal(d) * 0.2  # none at the first iteration
         tuner.update(position, info, centred)
         reference.update(position, info, centred)
-        np.testing.assert_allclose(tuner.params.chol, reference.chol, rtol=1e-10, atol=1e-12,
-                                   err_msg=f"update {it}")
+        np.testing.assert_allclose(
+            tuner.params.chol, reference.chol, rtol=1e-10, atol=1e-12, err_msg=f"update {it}"
+        )
         assert tuner.params.scale == pytest.approx(reference.scale, rel=1e-10), it
         assert tuner.n_steps == reference.n_steps, it
     assert tuner.final_steps() == (reference.chosen if adapt_steps else 4)

@@ -59,7 +59,9 @@ def unbounded_log_terms(theta, log_prior_n=None):
     n, k = np.meshgrid(np.arange(N_MAX), np.arange(N_MAX), indexing="ij")
     log_g = 0.0 if log_prior_n is None else log_prior_n(n)
     return (
-        log_g + N_MECHANISM.logpdf(N_DP - n) + stats.binom.logpmf(k, n, theta)
+        log_g
+        + N_MECHANISM.logpdf(N_DP - n)
+        + stats.binom.logpmf(k, n, theta)
         + S_MECHANISM.logpdf(S_UNBOUNDED - k)
     )
 
@@ -167,8 +169,9 @@ def test_parameter_dependent_prior_of_n():
             unbounded_log_terms(theta, lambda n: stats.poisson.logpmf(n, lam))
         )
 
-    exact = optimize.minimize(negative, [50.0, 0.4], method="Nelder-Mead",
-                              options={"xatol": 1e-8, "fatol": 1e-12}).x
+    exact = optimize.minimize(
+        negative, [50.0, 0.4], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-12}
+    ).x
     assert fit.converged, fit.reason
     assert abs(float(fit.estimate["lam"]) - exact[0]) < 0.1 * float(fit.standard_error["lam"])
     assert abs(float(fit.estimate["theta"]) - exact[1]) < 0.005
@@ -229,8 +232,12 @@ def test_vector_parameter_and_estimate_shapes():
         mu = pm.Normal("mu", 0, 10, shape=2)
         sigma = pm.HalfNormal("sigma", 5)
         x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=30)
-        pmdp.PrivatizedSum("s", pm.math.clip(x, -4, 4), pmdp.Laplace(epsilon=1.0, sensitivity=8),
-                           observed=[28.0, -31.0])
+        pmdp.PrivatizedSum(
+            "s",
+            pm.math.clip(x, -4, 4),
+            pmdp.Laplace(epsilon=1.0, sensitivity=8),
+            observed=[28.0, -31.0],
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # few iterations: no convergence
         fit = mcem(model, random_seed=6, max_iterations=4, progressbar=False)
@@ -248,8 +255,9 @@ def test_same_seed_same_result(normal_model, normal_fit):
 
 def test_continue_from_result(normal_model, normal_fit):
     before = normal_fit.state.records.records[0].copy()
-    more = mcem(normal_model, init=normal_fit, random_seed=7, max_iterations=5, tol=0.02,
-                progressbar=False)
+    more = mcem(
+        normal_model, init=normal_fit, random_seed=7, max_iterations=5, tol=0.02, progressbar=False
+    )
     done = normal_fit.history.sizes["iteration"]
     total = more.history.sizes["iteration"]
     assert total > done
@@ -263,8 +271,9 @@ def test_continue_from_result(normal_model, normal_fit):
 def test_starting_values(normal_model):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        fit = mcem(normal_model, init={"mu": 1.2}, random_seed=8, max_iterations=1,
-                   progressbar=False)
+        fit = mcem(
+            normal_model, init={"mu": 1.2}, random_seed=8, max_iterations=1, progressbar=False
+        )
     assert abs(float(fit.history["mu"][0]) - 1.2) < 0.2  # one EM step from 1.2, not from 0
     with pytest.raises(ValueError, match="unknown parameter"):
         mcem(normal_model, init={"nu": 1.0}, progressbar=False)
@@ -371,5 +380,6 @@ def test_chunked_evaluation_gives_the_same_fit(normal_model, normal_fit, monkeyp
     chunked = mcem(normal_model, random_seed=2, tol=0.02, progressbar=False)
     assert chunked.history.sizes == normal_fit.history.sizes
     np.testing.assert_allclose(chunked.history["mu"], normal_fit.history["mu"], rtol=1e-8)
-    np.testing.assert_allclose(chunked.standard_error["mu"], normal_fit.standard_error["mu"],
-                               rtol=1e-6)
+    np.testing.assert_allclose(
+        chunked.standard_error["mu"], normal_fit.standard_error["mu"], rtol=1e-6
+    )

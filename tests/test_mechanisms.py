@@ -13,9 +13,13 @@ from pymc_unbounded_dp import _secure
 from pymc_unbounded_dp.mechanisms import discrete_gaussian_log_normalizer
 
 CONTINUOUS = [pmdp.Laplace(scale=1.7), pmdp.Gaussian(sigma=0.8)]
-DISCRETE = [pmdp.DiscreteLaplace(scale=1.7), pmdp.DiscreteLaplace(scale=0.3),
-            pmdp.DiscreteGaussian(sigma=0.4), pmdp.DiscreteGaussian(sigma=2.5),
-            pmdp.DiscreteGaussian(sigma=40.0)]
+DISCRETE = [
+    pmdp.DiscreteLaplace(scale=1.7),
+    pmdp.DiscreteLaplace(scale=0.3),
+    pmdp.DiscreteGaussian(sigma=0.4),
+    pmdp.DiscreteGaussian(sigma=2.5),
+    pmdp.DiscreteGaussian(sigma=40.0),
+]
 
 
 @pytest.mark.parametrize("mechanism", CONTINUOUS, ids=repr)
@@ -47,14 +51,19 @@ def test_discrete_gaussian_normaliser_both_branches_agree_with_direct_sum():
 @pytest.mark.parametrize("mechanism", CONTINUOUS + DISCRETE, ids=repr)
 def test_pytensor_log_density_equals_numpy(mechanism):
     values = np.array([-3.0, 0.0, 1.0, 7.0])
-    np.testing.assert_allclose(mechanism.logp(pt.as_tensor(values)).eval(), mechanism.logpdf(values))
+    np.testing.assert_allclose(
+        mechanism.logp(pt.as_tensor(values)).eval(), mechanism.logpdf(values)
+    )
 
 
 @pytest.mark.parametrize("mechanism", CONTINUOUS, ids=repr)
 def test_continuous_simulator_matches_cdf(mechanism):
     draws = mechanism.simulate(20000, random_seed=1)
-    dist = stats.laplace(scale=mechanism.scale) if isinstance(mechanism, pmdp.Laplace) else \
-        stats.norm(scale=mechanism.scale)
+    dist = (
+        stats.laplace(scale=mechanism.scale)
+        if isinstance(mechanism, pmdp.Laplace)
+        else stats.norm(scale=mechanism.scale)
+    )
     assert stats.kstest(draws, dist.cdf).pvalue > 1e-3
 
 

@@ -39,7 +39,8 @@ def two_loglik(params) -> float:
     sd = np.sqrt(N_TWO)
     a = np.linspace(N_TWO * mu - 12 * sd, N_TWO * mu + 12 * sd, 12001)
     log_terms = (
-        -0.5 * ((a - N_TWO * mu) / sd) ** 2 - np.log(sd * np.sqrt(2 * np.pi))
+        -0.5 * ((a - N_TWO * mu) / sd) ** 2
+        - np.log(sd * np.sqrt(2 * np.pi))
         + pmdp.Laplace(scale=B_TWO).logpdf(S_TWO[0] - a)
         + log_normal_laplace(S_TWO[1], beta * a, N_TWO, B_TWO)
     )
@@ -59,16 +60,24 @@ def boundary_loglik(sigma):
 
 def exact_mle(loglik, start):
     """Maximiser and observed-information standard errors (central second differences)."""
-    result = optimize.minimize(lambda p: -loglik(p), start, method="Nelder-Mead",
-                               options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000})
+    result = optimize.minimize(
+        lambda p: -loglik(p),
+        start,
+        method="Nelder-Mead",
+        options={"xatol": 1e-9, "fatol": 1e-12, "maxiter": 20000},
+    )
     x, h = np.atleast_1d(result.x), 1e-3
     size = x.size
     hess = np.empty((size, size))
     for i in range(size):
         for j in range(size):
             ei, ej = np.eye(size)[i] * h, np.eye(size)[j] * h
-            hess[i, j] = (loglik(x + ei + ej) - loglik(x + ei - ej) - loglik(x - ei + ej)
-                          + loglik(x - ei - ej)) / (4 * h * h)
+            hess[i, j] = (
+                loglik(x + ei + ej)
+                - loglik(x + ei - ej)
+                - loglik(x - ei + ej)
+                + loglik(x - ei - ej)
+            ) / (4 * h * h)
     return x, np.sqrt(np.diag(np.linalg.inv(-hess)))
 
 
@@ -82,8 +91,9 @@ def two_model():
         beta = pm.Normal("beta", 0.0, 10.0)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=N_TWO)
         y = pmdp.Records("y", pm.Normal.dist(beta * x, 1.0), n=N_TWO)
-        pmdp.PrivatizedSum("s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=B_TWO),
-                           observed=np.array(S_TWO))
+        pmdp.PrivatizedSum(
+            "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=B_TWO), observed=np.array(S_TWO)
+        )
     return model
 
 
@@ -114,8 +124,9 @@ def test_simulated_mle_matches_the_exact_mle(two_fit, two_exact):
     mle, se = two_exact
     estimate = np.array([two_fit.estimate["mu"], two_fit.estimate["beta"]], dtype=float)
     mc_error = np.array([two_fit.mc_error["mu"], two_fit.mc_error["beta"]], dtype=float)
-    standard_error = np.array([two_fit.standard_error["mu"], two_fit.standard_error["beta"]],
-                              dtype=float)
+    standard_error = np.array(
+        [two_fit.standard_error["mu"], two_fit.standard_error["beta"]], dtype=float
+    )
     # the reported Monte Carlo error is below tol=0.05 standard errors, and honest
     assert np.all(mc_error < 0.05 * se * 1.2)
     assert np.all(np.abs(estimate - mle) < 4 * mc_error + 0.02 * se), (estimate, mle, mc_error)
@@ -124,8 +135,7 @@ def test_simulated_mle_matches_the_exact_mle(two_fit, two_exact):
 
 def test_plain_em_does_not_converge_within_the_same_budget(two_model, two_exact):
     with pytest.warns(UserWarning, match="did not converge"):
-        em = pmdp.mcem(two_model, method="em", random_seed=1, max_iterations=40,
-                       progressbar=False)
+        em = pmdp.mcem(two_model, method="em", random_seed=1, max_iterations=40, progressbar=False)
     assert em.converged == "budget" and not em.converged
     mle, se = two_exact
     distance = abs(float(em.estimate["beta"]) - mle[1]) / se[1]
@@ -147,7 +157,9 @@ def test_continue_a_simulated_fit(two_model, two_fit, two_exact):
     assert more.history.sizes["iteration"] > done
     assert int(more.history["n_samples"][done]) == two_fit.state.n_samples
     mle, se = two_exact
-    assert abs(float(more.estimate["beta"]) - mle[1]) < 4 * float(more.mc_error["beta"]) + 0.02 * se[1]
+    assert (
+        abs(float(more.estimate["beta"]) - mle[1]) < 4 * float(more.mc_error["beta"]) + 0.02 * se[1]
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -181,8 +193,9 @@ def boundary_model():
 @pytest.mark.parametrize("method", ["simulated", "auto"])
 def test_boundary_supremum_is_named(boundary_model, method):
     with pytest.warns(UserWarning, match="boundary"):
-        fit = pmdp.mcem(boundary_model, method=method, random_seed=4, replicates=800,
-                        progressbar=False)
+        fit = pmdp.mcem(
+            boundary_model, method=method, random_seed=4, replicates=800, progressbar=False
+        )
     assert fit.converged == "boundary" and not fit.converged
     boundary = fit.boundary
     assert boundary.parameter == "sigma" and boundary.direction == "lower"
@@ -209,7 +222,9 @@ def small_loglik(mu) -> float:
     """``x ~ N(mu, 1)``, ``n_dp = 8`` (discrete Laplace, epsilon 1), ``sum x + Laplace(1)``."""
     n = np.arange(0, 60)
     log_q = pmdp.DiscreteLaplace(epsilon=1.0).logpdf(N_DP_SMALL - n)
-    return float(special.logsumexp(log_q + log_normal_laplace(S_SMALL, n * mu, np.maximum(n, 1e-12), 1.0)))
+    return float(
+        special.logsumexp(log_q + log_normal_laplace(S_SMALL, n * mu, np.maximum(n, 1e-12), 1.0))
+    )
 
 
 def test_simulated_loglik_matches_the_exact_loglik_pointwise():
@@ -229,12 +244,15 @@ def test_simulated_loglik_matches_the_exact_loglik_pointwise():
     assert window.lo == 0 and window.hi >= N_DP_SMALL + 15
     batches = [simulated.draw(np.array([5.0]), 4000, window, seed) for seed in range(4)]
     grid = np.array([4.6, 5.0, 5.4, 6.0])
-    values = np.array([simulated.pooled("unconstrained", np.array([m]), batches, window)[0]
-                       for m in grid])
-    errors = np.array([
-        simulated.loglik_mc_error(simulated.evaluate_batches(np.array([m]), batches, window))
-        for m in grid
-    ])
+    values = np.array(
+        [simulated.pooled("unconstrained", np.array([m]), batches, window)[0] for m in grid]
+    )
+    errors = np.array(
+        [
+            simulated.loglik_mc_error(simulated.evaluate_batches(np.array([m]), batches, window))
+            for m in grid
+        ]
+    )
     exact = np.array([small_loglik(m) for m in grid])
     assert np.all(errors < 0.05)
     np.testing.assert_array_less(np.abs(values - exact), 4 * errors + 1e-3)
@@ -249,8 +267,9 @@ def test_simulated_map_matches_the_exact_posterior_mode():
         beta = pm.Normal("beta", 0.0, prior_sd)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=N_TWO)
         y = pmdp.Records("y", pm.Normal.dist(beta * x, 1.0), n=N_TWO)
-        pmdp.PrivatizedSum("s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=B_TWO),
-                           observed=np.array(S_TWO))
+        pmdp.PrivatizedSum(
+            "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=B_TWO), observed=np.array(S_TWO)
+        )
 
     def log_posterior(p):
         return two_loglik(p) - 0.5 * (p[0] / 10.0) ** 2 - 0.5 * (p[1] / prior_sd) ** 2

@@ -49,7 +49,12 @@ def test_two_sample_recovers_delta(two_sample_release):
     data, release = two_sample_release
     with two_sample.two_sample_model(release):
         idata = pmdp.sample(
-            draws=300, tune=300, chains=2, cores=2, random_seed=3, progressbar=False,
+            draws=300,
+            tune=300,
+            chains=2,
+            cores=2,
+            random_seed=3,
+            progressbar=False,
             compute_convergence_checks=False,
         )
     delta = _draws(idata, "delta").ravel()
@@ -66,7 +71,9 @@ def test_two_sample_recovers_delta(two_sample_release):
 
 
 def _atus_releases(n, seed=0):
-    by_sex = {sex: atus.simulate_atus(n=n, seed=seed + i) for i, sex in enumerate(("female", "male"))}
+    by_sex = {
+        sex: atus.simulate_atus(n=n, seed=seed + i) for i, sex in enumerate(("female", "male"))
+    }
     return {
         sex: atus.privatize_atus(d, epsilon_s=5.0, epsilon_n=1.0, seed=seed + 10 + i)
         for i, (sex, d) in enumerate(by_sex.items())
@@ -95,8 +102,14 @@ def test_atus_joint_model_samples():
     releases = _atus_releases(40, seed=4)
     with atus.atus_joint_model(releases["female"], releases["male"]):
         idata = pmdp.sample(
-            draws=40, tune=40, chains=2, cores=2, random_seed=5, progressbar=False,
-            interweave=False, compute_convergence_checks=False,
+            draws=40,
+            tune=40,
+            chains=2,
+            cores=2,
+            random_seed=5,
+            progressbar=False,
+            interweave=False,
+            compute_convergence_checks=False,
         )
     posterior = idata["posterior"]
     for sex in ("female", "male"):

@@ -27,8 +27,9 @@ def one_table(record_dist, n=ROWS, statistic=lambda x: x, observed=0.0):
         x = pmdp.Records("x", record_dist(a, b), n=n)
         # The noise is given by its scale and the families' statistics have all sorts of ranges:
         # these tests are about the records' non-centred forms, not about a privacy guarantee.
-        pmdp.PrivatizedSum("s", statistic(x), pmdp.Laplace(scale=50.0), observed=observed,
-                           check_sensitivity=False)
+        pmdp.PrivatizedSum(
+            "s", statistic(x), pmdp.Laplace(scale=50.0), observed=observed, check_sensitivity=False
+        )
     return model
 
 
@@ -50,8 +51,11 @@ FAMILIES = {
     "bernoulli": (lambda a, b: pm.Bernoulli.dist(a / (a + b)), "randomized-pit", "uniform"),
     "poisson": (lambda a, b: pm.Poisson.dist(a * b), "randomized-pit", "uniform"),
     "binomial": (lambda a, b: pm.Binomial.dist(7, a / (a + b)), "randomized-pit", "uniform"),
-    "negative-binomial": (lambda a, b: pm.NegativeBinomial.dist(mu=a, alpha=b), "randomized-pit",
-                          "uniform"),
+    "negative-binomial": (
+        lambda a, b: pm.NegativeBinomial.dist(mu=a, alpha=b),
+        "randomized-pit",
+        "uniform",
+    ),
     "geometric": (lambda a, b: pm.Geometric.dist(a / (a + b)), "randomized-pit", "uniform"),
     "dirichlet": (lambda a, b: pm.Dirichlet.dist(pt.stack([a, b, 1.5])), "gammas", "uniform"),
 }
@@ -131,8 +135,9 @@ def test_row_wise_records_are_rebuilt_from_their_parents():
         beta = pm.Normal("beta", 0, 1)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=6)
         y = pmdp.Records("y", pm.Normal.dist(beta * x, 0.5), n=6)
-        pmdp.PrivatizedSum("s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0),
-                           observed=[1.0, 2.0])
+        pmdp.PrivatizedSum(
+            "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0), observed=[1.0, 2.0]
+        )
     nc = pmdp.Interweave(model=model).noncentred
     point = model.initial_point()
     point.update(mu=np.array(0.3), beta=np.array(2.0))

@@ -18,8 +18,14 @@ import pymc_unbounded_dp as pmdp
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)  # scale b = 1: noise variance 2
 S_NOISE_VAR = 2 * S_MECHANISM.scale**2
 A, B = 2.0, 3.0  # Beta prior of theta
-SAMPLE = {"chains": 2, "draws": 500, "tune": 300, "cores": 1, "progressbar": False,
-          "compute_convergence_checks": False}
+SAMPLE = {
+    "chains": 2,
+    "draws": 500,
+    "tune": 300,
+    "cores": 1,
+    "progressbar": False,
+    "compute_convergence_checks": False,
+}
 
 
 def discrete_laplace_moments(mechanism) -> tuple[float, float]:
@@ -163,7 +169,10 @@ def test_posterior_predictive_is_exact_given_each_draw_of_theta_and_n(
     theta, n = flat(trace, "posterior", "theta"), flat(trace, "posterior", "n")
     assert n.std() > 8  # the posterior of n is wide: a wrong count per draw would show
     z = release_z_scores(
-        theta, n, flat(pp, "posterior_predictive", "s"), flat(pp, "posterior_predictive", "n_dp"),
+        theta,
+        n,
+        flat(pp, "posterior_predictive", "s"),
+        flat(pp, "posterior_predictive", "n_dp"),
         N_MECHANISM,
     )
     assert_all_small(z)
@@ -204,8 +213,9 @@ PRIOR_DRAWS = 2000
 
 def test_prior_predictive_draws_n_from_its_prior_and_the_releases_given_it():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
-    model = bernoulli_model(None, n_dp=55, n_mechanism=n_mechanism, s_dp=20.0,
-                            prior=pm.Poisson.dist(POISSON_MEAN))
+    model = bernoulli_model(
+        None, n_dp=55, n_mechanism=n_mechanism, s_dp=20.0, prior=pm.Poisson.dist(POISSON_MEAN)
+    )
     prior = pmdp.sample_prior_predictive(PRIOR_DRAWS, model, random_seed=21)
     assert sorted(group(prior, "prior").data_vars) == ["n", "theta"]
     assert sorted(group(prior, "prior_predictive").data_vars) == ["n_dp", "s"]
@@ -221,8 +231,9 @@ def test_prior_predictive_draws_n_from_its_prior_and_the_releases_given_it():
     z = {
         "n mean": z_of_mean(n, mean_n, np.sqrt(POISSON_MEAN)),
         # Poisson: central fourth moment mu (1 + 3 mu), so (n - mu)^2 has variance mu + 2 mu^2
-        "n variance": z_of_mean((n - mean_n) ** 2, POISSON_MEAN,
-                                np.sqrt(POISSON_MEAN + 2 * POISSON_MEAN**2)),
+        "n variance": z_of_mean(
+            (n - mean_n) ** 2, POISSON_MEAN, np.sqrt(POISSON_MEAN + 2 * POISSON_MEAN**2)
+        ),
         "theta mean": z_of_mean(theta, mean_theta),
         "s mean": z_of_mean(s, s_mean),
         "s variance": z_of_mean((s - s_mean) ** 2, s_var),
@@ -272,8 +283,7 @@ def test_bounded_posterior_predictive_draws_records_and_their_release(bounded):
 
 def test_bounded_prior_predictive_may_draw_the_records():
     model = bernoulli_model(40, s_dp=15.3)
-    prior = pmdp.sample_prior_predictive(300, model, var_names=["theta", "x", "s"],
-                                         random_seed=32)
+    prior = pmdp.sample_prior_predictive(300, model, var_names=["theta", "x", "s"], random_seed=32)
     x = flat(prior, "prior_predictive", "x")
     assert x.shape == (300, 40)
     default = pmdp.sample_prior_predictive(10, model, random_seed=32)
@@ -320,8 +330,9 @@ def test_returns_what_pymc_returns(unbounded, unbounded_predictive):
     assert has_group(unbounded_predictive, "posterior_predictive")
     draws = group(unbounded_predictive, "posterior_predictive")["s"]
     assert draws.dims == ("chain", "draw") and draws.shape == (2, 500)
-    as_dict = pmdp.sample_posterior_predictive(trace, model, random_seed=41,
-                                               return_inferencedata=False)
+    as_dict = pmdp.sample_posterior_predictive(
+        trace, model, random_seed=41, return_inferencedata=False
+    )
     assert sorted(as_dict) == ["n_dp", "s"]
 
 
@@ -335,8 +346,9 @@ def test_extend_inferencedata_adds_the_group_and_drops_records(unbounded):
         extended["observed_data"] = xr.DataTree(observed)
     else:
         extended.observed_data = observed
-    result = pmdp.sample_posterior_predictive(extended, model, extend_inferencedata=True,
-                                              random_seed=42)
+    result = pmdp.sample_posterior_predictive(
+        extended, model, extend_inferencedata=True, random_seed=42
+    )
     assert result is extended
     assert has_group(extended, "posterior") and has_group(extended, "posterior_predictive")
     assert sorted(group(extended, "posterior_predictive").data_vars) == ["n_dp", "s"]

@@ -58,9 +58,9 @@ def test_normal_gamma_update_is_prior_times_likelihood():
     differences = []
     for _ in range(6):
         beta, tau = rng.normal(size=3), rng.gamma(2.0, 0.7)
-        log_post = stats.gamma.logpdf(tau, shape, scale=1.0 / rate) + stats.multivariate_normal.logpdf(
-            beta, mean, np.linalg.inv(precision) / tau
-        )
+        log_post = stats.gamma.logpdf(
+            tau, shape, scale=1.0 / rate
+        ) + stats.multivariate_normal.logpdf(beta, mean, np.linalg.inv(precision) / tau)
         log_prior = stats.gamma.logpdf(tau, 1.0, scale=1.0) + stats.multivariate_normal.logpdf(
             beta, np.zeros(3), np.eye(3) / tau
         )
@@ -149,7 +149,10 @@ def _regression_model(values, n_dp, epsilon_s, epsilon_n):
         regression = None
     if regression is not None:
         release = regression.RegressionRelease(
-            values=np.asarray(values), n_dp=int(n_dp), epsilon_s=epsilon_s, epsilon_n=epsilon_n,
+            values=np.asarray(values),
+            n_dp=int(n_dp),
+            epsilon_s=epsilon_s,
+            epsilon_n=epsilon_n,
             n=-1,
         )
         return regression.regression_model(release)
@@ -201,12 +204,19 @@ def test_pmdp_sample_agrees_with_the_reference_sampler():
     # The default sampler (with the interweaving move): an independent check of the move on the
     # paper's workload. It mixes far faster than the reference, so fewer draws suffice.
     idata = pmdp.sample(
-        model=model, draws=1500, tune=500, chains=1, random_seed=8, progressbar=False,
+        model=model,
+        draws=1500,
+        tune=500,
+        chains=1,
+        random_seed=8,
+        progressbar=False,
         compute_convergence_checks=False,
     )
     posterior = idata["posterior"]
-    pairs = {f"beta[{j}]": (reference["beta"][burn:, j], posterior["beta"].values[..., j])
-             for j in range(3)}
+    pairs = {
+        f"beta[{j}]": (reference["beta"][burn:, j], posterior["beta"].values[..., j])
+        for j in range(3)
+    }
     pairs["tau"] = (reference["tau"][burn:], posterior["tau"].values)
     pairs["n"] = (reference["n"][burn:], posterior["n"].values)
     for label, (ours, theirs) in pairs.items():

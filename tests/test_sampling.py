@@ -10,8 +10,9 @@ from oracles import bernoulli_posterior, normal_posterior, two_variable_posterio
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.blocks import records_in_containers
 
-SAMPLE = dict(draws=2000, tune=500, chains=4, cores=2, progressbar=False,
-              compute_convergence_checks=False)
+SAMPLE = dict(
+    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+)
 
 
 def bernoulli_model(mechanism, observed, n=30, a=2.0, b=3.0):
@@ -75,14 +76,18 @@ def test_vector_statistic_with_clipping_and_stacking():
         theta = pm.Beta("theta", 2, 3)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
         clamped = pt.clip(x, 0, 1)
-        pmdp.PrivatizedSum("s", pt.stack([clamped, 1 - clamped], axis=1), mechanism,
-                           observed=[9.0, 20.5])
+        pmdp.PrivatizedSum(
+            "s", pt.stack([clamped, 1 - clamped], axis=1), mechanism, observed=[9.0, 20.5]
+        )
     idata = pmdp.sample(model=model, random_seed=2, **SAMPLE)
     # sum(1 - x) = 30 - k: the second release is a Laplace observation of k at 30 - 20.5.
     ks = np.arange(31)
-    log_w = (mechanism.logpdf(9.0 - ks) + mechanism.logpdf(20.5 - (30 - ks))
-             + np.log(np.array([__import__("math").comb(30, k) for k in ks], dtype=float))
-             + __import__("scipy").special.betaln(2 + ks, 3 + 30 - ks))
+    log_w = (
+        mechanism.logpdf(9.0 - ks)
+        + mechanism.logpdf(20.5 - (30 - ks))
+        + np.log(np.array([__import__("math").comb(30, k) for k in ks], dtype=float))
+        + __import__("scipy").special.betaln(2 + ks, 3 + 30 - ks)
+    )
     w = np.exp(log_w - log_w.max())
     w /= w.sum()
     assert_mean_matches(draws_of(idata, "theta"), np.sum(w * (2 + ks) / 35), "theta")
@@ -95,8 +100,15 @@ def small_model():
 
 def test_same_seed_same_draws_with_one_or_several_processes(small_model):
     """Also shows chains don't share records with cores=1 (each process has its own step)."""
-    kwargs = dict(model=small_model, draws=200, tune=100, chains=2, random_seed=42,
-                  progressbar=False, compute_convergence_checks=False)
+    kwargs = dict(
+        model=small_model,
+        draws=200,
+        tune=100,
+        chains=2,
+        random_seed=42,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     one = pmdp.sample(cores=1, **kwargs)
     two = pmdp.sample(cores=2, **kwargs)
     again = pmdp.sample(cores=1, **kwargs)
@@ -107,8 +119,17 @@ def test_same_seed_same_draws_with_one_or_several_processes(small_model):
 
 
 def test_output_groups_and_kept_records(small_model):
-    idata = pmdp.sample(model=small_model, draws=100, tune=50, chains=2, cores=1, random_seed=1,
-                        keep_records=25, progressbar=False, compute_convergence_checks=False)
+    idata = pmdp.sample(
+        model=small_model,
+        draws=100,
+        tune=50,
+        chains=2,
+        cores=1,
+        random_seed=1,
+        keep_records=25,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     assert "x" not in idata["observed_data"]
     assert "s" in idata["observed_data"]
     kept = idata["imputed_records"]
@@ -161,8 +182,16 @@ def test_blas_threads_are_limited_while_sampling_and_restored_after(small_model)
     before = blas_threads()
     with small_model:
         step = ConjugateGibbs([small_model["theta"]], update)
-    pmdp.sample(model=small_model, step=step, draws=3, tune=2, chains=1, random_seed=1,
-                progressbar=False, compute_convergence_checks=False)
+    pmdp.sample(
+        model=small_model,
+        step=step,
+        draws=3,
+        tune=2,
+        chains=1,
+        random_seed=1,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     assert seen and all(threads == {1} for threads in seen)  # a BLAS pool, at one thread
     assert blas_threads() == before
     with pytest.raises(ValueError, match="blas_threads"):

@@ -76,7 +76,9 @@ CASES = {
     "Normal": (lambda r: r["x"], -INF, INF),
     "y | X, Bernoulli": (lambda r: r["y"], 0, 1),
     "y | X, clipped normal times X": (
-        lambda r: clip(r["w"], -1, 1) * clip(r["X"][:, 0], 0, 2), -2, 2
+        lambda r: clip(r["w"], -1, 1) * clip(r["X"][:, 0], 0, 2),
+        -2,
+        2,
     ),
     "y | X, normal": (lambda r: r["w"], -INF, INF),
     "exp of a normal": (lambda r: pt.exp(r["x"]), 0, INF),
@@ -171,8 +173,13 @@ def test_reversed_clip_bounds_are_refused_naming_both_numbers():
         with pm.Model():
             x = pmdp.Records("x", pm.Normal.dist(0, 1), n=5)
             with pytest.raises(ValueError) as caught:
-                pmdp.PrivatizedSum("s", pt.clip(x, 3, -3), pmdp.Laplace(epsilon=1.0, sensitivity=6),
-                                   observed=1.0, check_sensitivity=check)
+                pmdp.PrivatizedSum(
+                    "s",
+                    pt.clip(x, 3, -3),
+                    pmdp.Laplace(epsilon=1.0, sensitivity=6),
+                    observed=1.0,
+                    check_sensitivity=check,
+                )
         assert caught.type is ValueError
         message = str(caught.value)
         assert "PrivatizedSum('s')" in message and "`statistic`" in message
@@ -203,8 +210,9 @@ def test_a_declared_sensitivity_below_the_bounds_warns_with_both_numbers():
     assert "sensitivity of 3 under add/remove" in message and "sensitivity 1 declared" in message
     assert "does not hold" in message and "epsilon=3" in message
     # The other relation is suggested when it would match the declaration.
-    _, found, _ = _release(lambda x: pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0),
-                           neighbouring="replace-one")
+    _, found, _ = _release(
+        lambda x: pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), neighbouring="replace-one"
+    )
     (warning,) = found
     message = str(warning.message)
     assert "sensitivity of 2 under replace-one" in message and "sensitivity 1 declared" in message
@@ -224,8 +232,9 @@ def test_an_l2_mechanism_is_checked_in_l2():
 
 
 def test_a_declared_sensitivity_above_the_bounds_warns_it_is_conservative():
-    _, found, _ = _release(lambda x: x, pmdp.Laplace(epsilon=1.0, sensitivity=4),
-                           records="bernoulli")
+    _, found, _ = _release(
+        lambda x: x, pmdp.Laplace(epsilon=1.0, sensitivity=4), records="bernoulli"
+    )
     (warning,) = found
     message = str(warning.message)
     assert "sensitivity of 1 under add/remove" in message and "sensitivity 4 declared" in message
@@ -262,10 +271,20 @@ def test_check_sensitivity_false_silences_every_warning():
         (lambda x: x, pmdp.Laplace(epsilon=1.0), 3.0, "bernoulli", "add/remove"),
         (lambda x: x, pmdp.DiscreteLaplace(epsilon=1.0), 3, "bernoulli", "replace-one"),
         (lambda x: x, pmdp.DiscreteGaussian(rho=1.0), 3, "bernoulli", "add/remove"),
-        (lambda x: pt.stack([pt.clip(x, -3, 3), pt.clip(x, -3, 3) ** 2], axis=1),
-         pmdp.Laplace(epsilon=1.0, sensitivity=12.0), [0.0, 0.0], "normal", "add/remove"),
-        (lambda x: pt.stack([pt.clip(x, -3, 3), pt.clip(x, -3, 3) ** 2], axis=1),
-         pmdp.Laplace(epsilon=1.0, sensitivity=15.0), [0.0, 0.0], "normal", "replace-one"),
+        (
+            lambda x: pt.stack([pt.clip(x, -3, 3), pt.clip(x, -3, 3) ** 2], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+            [0.0, 0.0],
+            "normal",
+            "add/remove",
+        ),
+        (
+            lambda x: pt.stack([pt.clip(x, -3, 3), pt.clip(x, -3, 3) ** 2], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=15.0),
+            [0.0, 0.0],
+            "normal",
+            "replace-one",
+        ),
         (lambda x: pt.clip(x, -5, 5) / 5, pmdp.Laplace(scale=2.0), 0.0, "normal", "add/remove"),
         (lambda x: x, pmdp.Laplace(scale=2.0), 0.0, "normal", "add/remove"),
     ],
@@ -290,5 +309,6 @@ def test_bad_neighbouring_and_check_sensitivity_are_refused():
     with pytest.raises(ValueError, match=r"PrivatizedSum\('s'\): `neighbouring` must be one of"):
         _release(lambda x: x, pmdp.Laplace(epsilon=1.0), records="bernoulli", neighbouring="swap")
     with pytest.raises(TypeError, match=r"PrivatizedSum\('s'\): `check_sensitivity` must be"):
-        _release(lambda x: x, pmdp.Laplace(epsilon=1.0), records="bernoulli",
-                 check_sensitivity="no")
+        _release(
+            lambda x: x, pmdp.Laplace(epsilon=1.0), records="bernoulli", check_sensitivity="no"
+        )

@@ -32,8 +32,9 @@ def pmdp_command(*argv):
 
 
 def run_pmdp(*argv, timeout=600):
-    return subprocess.run(pmdp_command(*argv), capture_output=True, text=True, check=False,
-                          timeout=timeout)
+    return subprocess.run(
+        pmdp_command(*argv), capture_output=True, text=True, check=False, timeout=timeout
+    )
 
 
 def records(folder: Path) -> dict[str, dict]:
@@ -56,16 +57,19 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
     assert [f.variant for f in table2.fits()].count("bounded") == 2 and len(table2.fits()) == 10
 
 
-@pytest.mark.parametrize("name, options, message", [
-    ("regression", {"draws": 0}, "draws: must be at least 1"),
-    ("regression", {"epsilon_n": (0.5, math.inf)}, "epsilon_n:"),
-    ("regression", {"sampler": "hmc"}, "sampler:"),
-    ("regression", {"data": "x"}, "data: not an option of the regression study"),
-    ("mcem", {"draws": 10}, "draws: not an option of the mcem study"),
-    ("mcem", {"mcem_options": (("tolerance", 0.1),)}, "has no option 'tolerance'"),
-    ("atus", {"data": "/nonexistent/folder"}, "data: "),
-    ("survey", {}, "study: choose one of"),
-])
+@pytest.mark.parametrize(
+    "name, options, message",
+    [
+        ("regression", {"draws": 0}, "draws: must be at least 1"),
+        ("regression", {"epsilon_n": (0.5, math.inf)}, "epsilon_n:"),
+        ("regression", {"sampler": "hmc"}, "sampler:"),
+        ("regression", {"data": "x"}, "data: not an option of the regression study"),
+        ("mcem", {"draws": 10}, "draws: not an option of the mcem study"),
+        ("mcem", {"mcem_options": (("tolerance", 0.1),)}, "has no option 'tolerance'"),
+        ("atus", {"data": "/nonexistent/folder"}, "data: "),
+        ("survey", {}, "study: choose one of"),
+    ],
+)
 def test_bad_options_are_refused_naming_them(name, options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         make_study(name, **options)
@@ -87,12 +91,25 @@ def test_seeds_depend_only_on_the_study_seed_and_the_fit():
 def test_mle_table_uses_interior_fits_and_counts_endings():
     study = MLEStudy(epsilon_n=(1.0,), replicates=4)
     endings = [("interior", 1.0), ("interior", 3.0), ("boundary", 100.0), ("budget", -100.0)]
-    records = [{"key": fit.key, "fit": dataclasses.asdict(fit), "converged": ending,
-                "boundary": "tau" if ending == "boundary" else None, "method": "simulated",
-                "seconds": 10.0 + fit.replicate,
-                "estimate": {"beta[0]": beta0, "beta[1]": 0.0, "beta[2]": 0.0, "tau": 1.0,
-                             "mu[0]": 0.0, "mu[1]": 0.0}}
-               for fit, (ending, beta0) in zip(study.fits(), endings, strict=True)]
+    records = [
+        {
+            "key": fit.key,
+            "fit": dataclasses.asdict(fit),
+            "converged": ending,
+            "boundary": "tau" if ending == "boundary" else None,
+            "method": "simulated",
+            "seconds": 10.0 + fit.replicate,
+            "estimate": {
+                "beta[0]": beta0,
+                "beta[1]": 0.0,
+                "beta[2]": 0.0,
+                "tau": 1.0,
+                "mu[0]": 0.0,
+                "mu[1]": 0.0,
+            },
+        }
+        for fit, (ending, beta0) in zip(study.fits(), endings, strict=True)
+    ]
     (table,) = study.tables(records).values()
     row = table.iloc[0]
     assert row["fits"] == 4 and row["beta[0]"] == "2.000 (1.414)"
@@ -120,8 +137,9 @@ def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatc
         return idata.isel(draw=slice(0, 7))
 
     monkeypatch.setattr(pmdp, "sample", interrupted_sample)
-    study = RegressionStudy(epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=15,
-                            tune=5, chains=1)
+    study = RegressionStudy(
+        epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=15, tune=5, chains=1
+    )
     with pytest.raises(TruncatedFit, match="7 draws of 1 x 15"):
         study.run(study.fits()[0])
 
@@ -145,8 +163,13 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
 
 
 def _start(argv, out):
-    return subprocess.Popen(pmdp_command(*argv, "--out", str(out)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        pmdp_command(*argv, "--out", str(out)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _wait_for_more_fits(process, out: Path, than: int, limit: float = 300.0) -> None:
@@ -184,8 +207,24 @@ def test_a_killed_study_loses_nothing_fakes_nothing_and_resumes(tmp_path):
     """SIGINT (exit 130), then SIGKILL of the resumed run, then a resume to the end: every
     finished fit is kept byte for byte, none is run twice, none is stored short."""
     out = tmp_path / "study"
-    argv = [*GRID, "--epsilon-n", "0.5,10", "--replicates", "2", "--draws", "300", "--tune",
-            "20", "--chains", "1", "--records", "200", "--workers", "2", "--no-progress"]
+    argv = [
+        *GRID,
+        "--epsilon-n",
+        "0.5,10",
+        "--replicates",
+        "2",
+        "--draws",
+        "300",
+        "--tune",
+        "20",
+        "--chains",
+        "1",
+        "--records",
+        "200",
+        "--workers",
+        "2",
+        "--no-progress",
+    ]
     kept = _interrupt(out, argv, signal.SIGINT)
     kept_after_kill = _interrupt(out, argv, signal.SIGKILL)
     assert all(kept_after_kill[k] == data for k, data in kept.items())
@@ -195,8 +234,9 @@ def test_a_killed_study_loses_nothing_fakes_nothing_and_resumes(tmp_path):
     assert f"{len(kept_after_kill)} already in" in result.stdout
     after = records(out)
     assert len(after) == 6 and all(r["draws"] == [1, 300] for r in after.values())
-    assert all((out / "fits" / f"{k}.json").read_bytes() == data
-               for k, data in kept_after_kill.items())
+    assert all(
+        (out / "fits" / f"{k}.json").read_bytes() == data for k, data in kept_after_kill.items()
+    )
 
 
 def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):
@@ -205,7 +245,11 @@ def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     scheduler = subprocess.Popen(
         [*dask, "--scheduler-file", str(scheduler_file), "--port", "0", "--no-dashboard"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
     worker = None
     try:
         for _ in range(600):
@@ -214,9 +258,22 @@ def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):
             time.sleep(0.1)
         address = json.loads(scheduler_file.read_text())["address"]
         worker = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
-             "--nworkers", "1", "--no-dashboard"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--nthreads",
+                "1",
+                "--nworkers",
+                "1",
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
         out = tmp_path / "study"
         result = run_pmdp(*GRID, *TINY, "--scheduler", address, "--out", str(out))
         assert result.returncode == 0, result.stderr

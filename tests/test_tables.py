@@ -21,13 +21,23 @@ from scipy import stats
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 
-SAMPLE = dict(draws=2000, tune=500, chains=4, cores=2, progressbar=False,
-              compute_convergence_checks=False)
-A = dict(s_dp=7.4, mechanism=pmdp.Laplace(epsilon=1.0), n_dp=20,
-         n_mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
-B = dict(s_dp=8.0, mechanism=pmdp.Laplace(epsilon=0.5), n_dp=12,
-         n_mechanism=pmdp.DiscreteLaplace(epsilon=0.3), prior=(pm.Poisson, 15.0),
-         log_prior_n=lambda n: stats.poisson.logpmf(n, 15.0))
+SAMPLE = dict(
+    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+)
+A = dict(
+    s_dp=7.4,
+    mechanism=pmdp.Laplace(epsilon=1.0),
+    n_dp=20,
+    n_mechanism=pmdp.DiscreteLaplace(epsilon=0.5),
+)
+B = dict(
+    s_dp=8.0,
+    mechanism=pmdp.Laplace(epsilon=0.5),
+    n_dp=12,
+    n_mechanism=pmdp.DiscreteLaplace(epsilon=0.3),
+    prior=(pm.Poisson, 15.0),
+    log_prior_n=lambda n: stats.poisson.logpmf(n, 15.0),
+)
 B_KNOWN = dict(s_dp=8.0, mechanism=pmdp.Laplace(epsilon=0.5), n=15)
 
 
@@ -40,8 +50,12 @@ def two_tables(a: dict, b: dict) -> pm.Model:
                 n = table["n"]
             else:
                 prior = table.get("prior")
-                n = pmdp.SampleSize(f"n_{label}", n_dp=table["n_dp"], mechanism=table["n_mechanism"],
-                                    prior=None if prior is None else prior[0].dist(prior[1]))
+                n = pmdp.SampleSize(
+                    f"n_{label}",
+                    n_dp=table["n_dp"],
+                    mechanism=table["n_mechanism"],
+                    prior=None if prior is None else prior[0].dist(prior[1]),
+                )
             x = pmdp.Records(f"x_{label}", pm.Bernoulli.dist(theta), n=n)
             pmdp.PrivatizedSum(f"s_{label}", x, table["mechanism"], observed=table["s_dp"])
     return model
@@ -96,8 +110,12 @@ def test_known_and_latent_sample_sizes_in_one_model():
 
 
 def test_kept_records_have_one_record_axis_per_table(unbounded_tables):
-    idata = pmdp.sample(model=unbounded_tables, random_seed=34, keep_records=50,
-                        **{**SAMPLE, "draws": 200, "tune": 100, "chains": 2})
+    idata = pmdp.sample(
+        model=unbounded_tables,
+        random_seed=34,
+        keep_records=50,
+        **{**SAMPLE, "draws": 200, "tune": 100, "chains": 2},
+    )
     kept = idata["imputed_records"]
     n_a, n_b = kept["n_a"].values, kept["n_b"].values
     assert kept["x_a"].dims[2] != kept["x_b"].dims[2]

@@ -9,8 +9,9 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 
-SAMPLE = dict(draws=2000, tune=500, chains=4, cores=2, progressbar=False,
-              compute_convergence_checks=False)
+SAMPLE = dict(
+    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+)
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)
 
 
@@ -42,9 +43,15 @@ def check_bernoulli(idata, exact):
     ids=["discrete-laplace", "discrete-gaussian", "continuous-laplace"],
 )
 def test_bernoulli_flat_prior_matches_enumeration(n_mechanism, n_dp, s_dp):
-    idata = pmdp.sample(model=unbounded_bernoulli(n_dp, n_mechanism, s_dp), random_seed=21, **SAMPLE)
-    check_bernoulli(idata, bernoulli_posterior(s_dp, S_MECHANISM, 2.0, 3.0, n_dp=n_dp,
-                                               n_mechanism=n_mechanism, n_max=400))
+    idata = pmdp.sample(
+        model=unbounded_bernoulli(n_dp, n_mechanism, s_dp), random_seed=21, **SAMPLE
+    )
+    check_bernoulli(
+        idata,
+        bernoulli_posterior(
+            s_dp, S_MECHANISM, 2.0, 3.0, n_dp=n_dp, n_mechanism=n_mechanism, n_max=400
+        ),
+    )
     for stat in ("refresh_accept_rate", "birth_accept_rate", "death_accept_rate"):
         assert 0.1 < float(np.nanmean(idata["sample_stats"][stat].values)) <= 1.0
 
@@ -61,16 +68,28 @@ def test_chunked_sweeps_match_enumeration(monkeypatch):
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
     model = unbounded_bernoulli(25, n_mechanism, 8.4)
     idata = pmdp.sample(model=model, random_seed=27, **{**SAMPLE, "cores": 1})  # patch stays here
-    check_bernoulli(idata, bernoulli_posterior(8.4, S_MECHANISM, 2.0, 3.0, n_dp=25,
-                                               n_mechanism=n_mechanism, n_max=400))
+    check_bernoulli(
+        idata,
+        bernoulli_posterior(
+            8.4, S_MECHANISM, 2.0, 3.0, n_dp=25, n_mechanism=n_mechanism, n_max=400
+        ),
+    )
 
 
 def test_bernoulli_poisson_prior_matches_enumeration():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.2)
     model = unbounded_bernoulli(12, n_mechanism, 6.5, prior=pm.Poisson.dist(18.0))
     idata = pmdp.sample(model=model, random_seed=22, n_moves=7, **SAMPLE)
-    exact = bernoulli_posterior(6.5, S_MECHANISM, 2.0, 3.0, n_dp=12, n_mechanism=n_mechanism,
-                                log_prior_n=lambda n: stats.poisson.logpmf(n, 18.0), n_max=300)
+    exact = bernoulli_posterior(
+        6.5,
+        S_MECHANISM,
+        2.0,
+        3.0,
+        n_dp=12,
+        n_mechanism=n_mechanism,
+        log_prior_n=lambda n: stats.poisson.logpmf(n, 18.0),
+        n_max=300,
+    )
     check_bernoulli(idata, exact)
 
 
@@ -81,9 +100,16 @@ def test_prior_with_parameters_and_bounded_support():
     idata = pmdp.sample(model=model, random_seed=23, **SAMPLE)
     n = draws_of(idata, "n")
     assert n.min() >= 10 and n.max() <= 40
-    exact = bernoulli_posterior(2.0, S_MECHANISM, 2.0, 3.0, n_dp=8, n_mechanism=n_mechanism,
-                                log_prior_n=lambda v: np.where((v >= 10) & (v <= 40), 0.0, -np.inf),
-                                n_max=60)
+    exact = bernoulli_posterior(
+        2.0,
+        S_MECHANISM,
+        2.0,
+        3.0,
+        n_dp=8,
+        n_mechanism=n_mechanism,
+        log_prior_n=lambda v: np.where((v >= 10) & (v <= 40), 0.0, -np.inf),
+        n_max=60,
+    )
     check_bernoulli(idata, exact)
 
 
@@ -112,8 +138,9 @@ def test_chains_started_far_from_n_dp_converge():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
     model = unbounded_bernoulli(25, n_mechanism, 8.4)
     idata = pmdp.sample(model=model, random_seed=26, initvals={"n": 300}, **SAMPLE)
-    exact = bernoulli_posterior(8.4, S_MECHANISM, 2.0, 3.0, n_dp=25, n_mechanism=n_mechanism,
-                                n_max=400)
+    exact = bernoulli_posterior(
+        8.4, S_MECHANISM, 2.0, 3.0, n_dp=25, n_mechanism=n_mechanism, n_max=400
+    )
     assert_mean_matches(draws_of(idata, "n"), exact["n_mean"], "n")
 
 
@@ -121,8 +148,16 @@ def test_n_is_an_ordinary_posterior_variable():
     import arviz as az
 
     model = unbounded_bernoulli(25, pmdp.DiscreteLaplace(epsilon=0.3), 8.4)
-    idata = pmdp.sample(model=model, random_seed=27, draws=200, tune=100, chains=2, cores=1,
-                        progressbar=False, compute_convergence_checks=False)
+    idata = pmdp.sample(
+        model=model,
+        random_seed=27,
+        draws=200,
+        tune=100,
+        chains=2,
+        cores=1,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
     assert idata["posterior"]["n"].dtype.kind == "i"
     summary = az.summary(idata, var_names=["n"], kind="stats")
     assert list(summary.index) == ["n"]
@@ -146,8 +181,12 @@ def test_default_moves_adapt_during_tuning_from_a_start_far_below_n():
     moves = idata["sample_stats"]["n_moves"].values
     assert np.all(moves == moves[:, :1])  # fixed after tuning
     assert np.all((120 <= moves) & (moves <= 300))  # ~ n at the end of tuning
-    check_bernoulli(idata, bernoulli_posterior(100.0, S_MECHANISM, 200.0, 200.0, n_dp=-40,
-                                               n_mechanism=n_mechanism, n_max=1500))
+    check_bernoulli(
+        idata,
+        bernoulli_posterior(
+            100.0, S_MECHANISM, 200.0, 200.0, n_dp=-40, n_mechanism=n_mechanism, n_max=1500
+        ),
+    )
     short = {**SAMPLE, "draws": 50, "tune": 60, "chains": 2}
     one = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 1})
     two = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 2})

@@ -46,25 +46,58 @@ def normal(n, n_dp=None):
 def main():
     n_mech = pmdp.DiscreteLaplace(epsilon=0.3)
     cases = [
-        ("Bernoulli, bounded n=30", bernoulli(30),
-         {"theta": bernoulli_posterior(8.4, S, 2, 3, n=30)["theta_mean"]}),
-        ("Bernoulli, unbounded n_dp=25", bernoulli(None, n_dp=25),
-         bernoulli_posterior(8.4, S, 2, 3, n_dp=25, n_mechanism=n_mech, n_max=400)),
-        ("Normal, bounded n=20", normal(20),
-         {"mu": normal_posterior(31.0, 3.0, 1.0, 0.5, 2.0, n=20)["mu_mean"]}),
-        ("Normal, unbounded n_dp=18", normal(None, n_dp=18),
-         normal_posterior(31.0, 3.0, 1.0, 0.5, 2.0, n_dp=18, n_mechanism=pmdp.DiscreteLaplace(epsilon=0.5), n_max=120)),
+        (
+            "Bernoulli, bounded n=30",
+            bernoulli(30),
+            {"theta": bernoulli_posterior(8.4, S, 2, 3, n=30)["theta_mean"]},
+        ),
+        (
+            "Bernoulli, unbounded n_dp=25",
+            bernoulli(None, n_dp=25),
+            bernoulli_posterior(8.4, S, 2, 3, n_dp=25, n_mechanism=n_mech, n_max=400),
+        ),
+        (
+            "Normal, bounded n=20",
+            normal(20),
+            {"mu": normal_posterior(31.0, 3.0, 1.0, 0.5, 2.0, n=20)["mu_mean"]},
+        ),
+        (
+            "Normal, unbounded n_dp=18",
+            normal(None, n_dp=18),
+            normal_posterior(
+                31.0,
+                3.0,
+                1.0,
+                0.5,
+                2.0,
+                n_dp=18,
+                n_mechanism=pmdp.DiscreteLaplace(epsilon=0.5),
+                n_max=120,
+            ),
+        ),
     ]
-    print("| model | variable | exact | estimate | z | ESS | ESS/s | refresh acc. | birth acc. | death acc. | seconds |")
+    print(
+        "| model | variable | exact | estimate | z | ESS | ESS/s | refresh acc. | birth acc. | death acc. | seconds |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for label, model, exact in cases:
         start = time.perf_counter()
-        idata = pmdp.sample(model=model, draws=4000, tune=1000, chains=4, cores=2, random_seed=1,
-                            progressbar=False, compute_convergence_checks=False)
+        idata = pmdp.sample(
+            model=model,
+            draws=4000,
+            tune=1000,
+            chains=4,
+            cores=2,
+            random_seed=1,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
         seconds = time.perf_counter() - start
         stats = idata["sample_stats"]
-        rates = [float(np.nanmean(stats[k].values)) if k in stats else float("nan")
-                 for k in ("refresh_accept_rate", "birth_accept_rate", "death_accept_rate")]
+        rates = [
+            float(np.nanmean(stats[k].values)) if k in stats else float("nan")
+            for k in ("refresh_accept_rate", "birth_accept_rate", "death_accept_rate")
+        ]
         for name, value in exact.items():
             if name.endswith("_mean"):
                 name = name[:-5]
@@ -73,8 +106,10 @@ def main():
             draws = np.asarray(idata["posterior"][name].values, dtype=float)
             ess = float(az.ess(draws))
             z = (draws.mean() - value) / mcse_of_mean(draws)
-            print(f"| {label} | {name} | {value:.4f} | {draws.mean():.4f} | {z:+.1f} | {ess:.0f} "
-                  f"| {ess / seconds:.0f} | {rates[0]:.2f} | {rates[1]:.2f} | {rates[2]:.2f} | {seconds:.1f} |")
+            print(
+                f"| {label} | {name} | {value:.4f} | {draws.mean():.4f} | {z:+.1f} | {ess:.0f} "
+                f"| {ess / seconds:.0f} | {rates[0]:.2f} | {rates[1]:.2f} | {rates[2]:.2f} | {seconds:.1f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -43,4 +43,3 @@ class Release(LaplaceBudgets):
     n: int = field(repr=False)
 
     sensitivity: ClassVar[float]
-

@@ -132,8 +132,9 @@ def simulate_atus(n: int = ATUS_N, alpha=MLE_ALPHA, seed=None) -> AtusData:
     x = rng.dirichlet(np.asarray(alpha, dtype=float), size=int(n))
     x = np.maximum(x, MIN_SHARE)
     x /= x.sum(axis=1, keepdims=True)
-    return AtusData(x=x, source=f"simulated Dirichlet{tuple(float(a) for a in alpha)}, n={n}",
-                    simulated=True)
+    return AtusData(
+        x=x, source=f"simulated Dirichlet{tuple(float(a) for a in alpha)}, n={n}", simulated=True
+    )
 
 
 def simulate_atus_by_sex(seed=2019) -> dict[str, AtusData]:
@@ -282,7 +283,9 @@ def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None
     mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
     s_seed, n_seed = _seed_sequence(seed).spawn(2)
-    values = atus_statistics(data.x) + mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
+    values = atus_statistics(data.x) + mechanism.simulate(
+        3, random_seed=np.random.default_rng(s_seed)
+    )
     n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
     return AtusRelease(
         values=np.asarray(values, dtype=float),
@@ -346,11 +349,11 @@ def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.
         if bounded:
             n = int(release.n)
         else:
-            n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
+            n = pmdp.SampleSize(
+                "n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior
+            )
         x = pmdp.Records("x", dirichlet_dist(alpha), n=n)
-        pmdp.PrivatizedSum(
-            "s", _log_shares(x), release.mechanism, observed=release.values
-        )
+        pmdp.PrivatizedSum("s", _log_shares(x), release.mechanism, observed=release.values)
     return model
 
 
@@ -414,7 +417,9 @@ def atus_joint_model(
                 )
             x = pmdp.Records(f"x_{sex}", dirichlet_dist(alpha), n=n)
             pmdp.PrivatizedSum(
-                f"s_{sex}", _log_shares(x), release.mechanism,
+                f"s_{sex}",
+                _log_shares(x),
+                release.mechanism,
                 observed=release.values,
             )
     return model

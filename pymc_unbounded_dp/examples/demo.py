@@ -74,18 +74,24 @@ def fit_demo(
     import pymc_unbounded_dp as pmdp
 
     study = RegressionStudy(sampler=sampler, n=n)
-    fit = Fit("demo", "bounded" if bounded else "unbounded", epsilon_s,
-              None if bounded else epsilon_n, 0)
+    fit = Fit(
+        "demo", "bounded" if bounded else "unbounded", epsilon_s, None if bounded else epsilon_n, 0
+    )
     data_seed, noise_seed, chain_seed = np.random.SeedSequence(seed).spawn(3)
     data = regression.simulate_regression(n, seed=data_seed)
     release = regression.privatize_regression(data, epsilon_s, epsilon_n, seed=noise_seed)
     model = study.model(release, fit)
     start = time.perf_counter()
     with model:
-        idata = pmdp.sample(draws=draws, tune=tune, chains=chains,
-                            random_seed=int(chain_seed.generate_state(1)[0]),
-                            progressbar=progressbar, compute_convergence_checks=False,
-                            **study.sample_options(model, release, fit))
+        idata = pmdp.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            random_seed=int(chain_seed.generate_state(1)[0]),
+            progressbar=progressbar,
+            compute_convergence_checks=False,
+            **study.sample_options(model, release, fit),
+        )
     return DemoResult(release, idata, bounded, seed, sampler, time.perf_counter() - start)
 
 
@@ -108,30 +114,47 @@ def save_demo(result: DemoResult, folder) -> list[Path]:
     folder = Path(folder)
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     release = result.release
-    paths = {name: folder / name for name in
-             ("posterior.nc", "summary.csv", "release.json", "figures/posteriors.png",
-              "figures/trace.png")}
+    paths = {
+        name: folder / name
+        for name in (
+            "posterior.nc",
+            "summary.csv",
+            "release.json",
+            "figures/posteriors.png",
+            "figures/trace.png",
+        )
+    }
     result.idata.to_netcdf(str(paths["posterior.nc"]), engine="h5netcdf")
     demo_summary(result).to_csv(paths["summary.csv"], index_label="parameter")
-    paths["release.json"].write_text(json.dumps({
-        "values": [float(v) for v in release.values],
-        "statistics": list(regression.STATISTIC_NAMES),
-        "n_dp": None if result.bounded else int(release.n_dp),
-        "epsilon_s": release.epsilon_s,
-        "epsilon_n": None if result.bounded else release.epsilon_n,
-        "sensitivity": release.sensitivity,
-        "true_n": int(release.n),
-        "seed": result.seed,
-        "sampling_seconds": result.seconds,
-        "sampler": result.sampler,
-    }, indent=1))
+    paths["release.json"].write_text(
+        json.dumps(
+            {
+                "values": [float(v) for v in release.values],
+                "statistics": list(regression.STATISTIC_NAMES),
+                "n_dp": None if result.bounded else int(release.n_dp),
+                "epsilon_s": release.epsilon_s,
+                "epsilon_n": None if result.bounded else release.epsilon_n,
+                "sensitivity": release.sensitivity,
+                "true_n": int(release.n),
+                "seed": result.seed,
+                "sampling_seconds": result.seconds,
+                "sampler": result.sampler,
+            },
+            indent=1,
+        )
+    )
     shown = ["beta", "tau", *([] if result.bounded else ["n"])]
     truth = regression.regression_truth()
-    references = {"beta": [{"beta_dim_0": j, "ref_val": truth[f"beta[{j}]"]} for j in range(3)],
-                  "tau": [{"ref_val": truth["tau"]}]}
+    references = {
+        "beta": [{"beta_dim_0": j, "ref_val": truth[f"beta[{j}]"]} for j in range(3)],
+        "tau": [{"ref_val": truth["tau"]}],
+    }
     if not result.bounded:
         references["n"] = [{"ref_val": float(release.n)}]
-    for name, plot in (("figures/posteriors.png", _plot_posterior), ("figures/trace.png", _plot_trace)):
+    for name, plot in (
+        ("figures/posteriors.png", _plot_posterior),
+        ("figures/trace.png", _plot_trace),
+    ):
         with warnings.catch_warnings():
             # ArviZ 0.x calls a Matplotlib helper that Matplotlib 3.11 deprecates; not ours to fix
             warnings.filterwarnings("ignore", message=".*alias_mapping to normalize_kwargs")
@@ -151,8 +174,7 @@ def _figure(plotted):
 def _plot_posterior(az, idata, names, references):
     """Posterior densities with their 94% interval (ArviZ 0.x: and the true values)."""
     if az.__version__.startswith("0."):
-        return _figure(az.plot_posterior(idata, var_names=names, ref_val=references,
-                                         hdi_prob=PROB))
+        return _figure(az.plot_posterior(idata, var_names=names, ref_val=references, hdi_prob=PROB))
     return _figure(az.plot_dist(idata, var_names=names, ci_prob=PROB))
 
 

@@ -88,8 +88,17 @@ CLAMP = 5.0
 N_STATISTICS = 9
 #: Add/remove-one L1 sensitivity of the 9 released numbers (each per-record entry is in [-1, 1]).
 SENSITIVITY = 9.0
-STATISTIC_NAMES = ("sum_y", "sum_x1y", "sum_x2y", "sum_yy", "sum_x1", "sum_x2", "sum_x1x1",
-                   "sum_x1x2", "sum_x2x2")
+STATISTIC_NAMES = (
+    "sum_y",
+    "sum_x1y",
+    "sum_x2y",
+    "sum_yy",
+    "sum_x1",
+    "sum_x2",
+    "sum_x1x1",
+    "sum_x1x2",
+    "sum_x2x2",
+)
 
 TRUE_MU = np.array([1.0, -1.0])
 TRUE_BETA = np.array([0.0, -1.0, 1.0])
@@ -191,7 +200,9 @@ def privatize_regression(
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
     s_seed, n_seed = _seed_sequence(seed).spawn(2)
     exact = regression_statistics(data.x, data.y)
-    values = exact + statistics_mechanism.simulate(N_STATISTICS, random_seed=np.random.default_rng(s_seed))
+    values = exact + statistics_mechanism.simulate(
+        N_STATISTICS, random_seed=np.random.default_rng(s_seed)
+    )
     n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
     return RegressionRelease(
         values=np.asarray(values, dtype=float),
@@ -235,7 +246,9 @@ def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=
         if bounded:
             n = int(release.n)
         else:
-            n = pmdp.SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
+            n = pmdp.SampleSize(
+                "n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior
+            )
         # x ~ N(mu, Phi^-1) written as x1 ~ N(mu1, Sigma11), x2 | x1 ~ N(mu2 - p12/p22 (x1 - mu1),
         # 1/p22): the same bivariate normal, with scalar (cheap) log-densities.
         sigma11 = pt.sqrt(p22 / (c1 * c2))  # Sigma11 = p22 / det(Phi), det(Phi) = c1 c2
@@ -266,8 +279,12 @@ def regression_gibbs_step(model: pm.Model):
         x = np.column_stack([records["x1"], records["x2"]]).astype(float)
         y = np.asarray(records["y"], dtype=float)
         beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
-        a = np.array([[math.sqrt(values["Phi_c1"]), 0.0],
-                      [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]])
+        a = np.array(
+            [
+                [math.sqrt(values["Phi_c1"]), 0.0],
+                [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])],
+            ]
+        )
         mu = conjugate.normal_mean(rng, x, a @ a.T)
         phi = conjugate.wishart_precision(rng, x, mu, nu=2.0)
         c, z = conjugate.bartlett_factors(phi)

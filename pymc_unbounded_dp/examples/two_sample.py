@@ -172,7 +172,9 @@ def simulate_two_sample(
     """
     for arg, value in (("n_control", n_control), ("n_treatment", n_treatment)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-            raise ValueError(f"simulate_two_sample: `{arg}` must be a non-negative int, got {value!r}.")
+            raise ValueError(
+                f"simulate_two_sample: `{arg}` must be a non-negative int, got {value!r}."
+            )
     if not sigma > 0:
         raise ValueError(f"simulate_two_sample: `sigma` must be positive, got {sigma!r}.")
     rng = np.random.default_rng(seed)
@@ -242,8 +244,12 @@ def privatize_two_sample(
             n=len(y),
         )
     return TwoSampleRelease(
-        control=arms["control"], treatment=arms["treatment"], lower=float(lower),
-        upper=float(upper), epsilon_s=float(epsilon_s), epsilon_n=float(epsilon_n),
+        control=arms["control"],
+        treatment=arms["treatment"],
+        lower=float(lower),
+        upper=float(upper),
+        epsilon_s=float(epsilon_s),
+        epsilon_n=float(epsilon_n),
     )
 
 
@@ -291,7 +297,10 @@ def two_sample_model(
         mu_control = pm.Normal("mu_control", 0.0, mu_sd)
         delta = pm.Normal("delta", 0.0, delta_sd)
         sigma = pm.HalfNormal("sigma", sigma_sd)
-        means = {"control": mu_control, "treatment": pm.Deterministic("mu_treatment", mu_control + delta)}
+        means = {
+            "control": mu_control,
+            "treatment": pm.Deterministic("mu_treatment", mu_control + delta),
+        }
         for arm in ARMS:
             arm_release = release.arm(arm)
             n = pmdp.SampleSize(
@@ -303,7 +312,9 @@ def two_sample_model(
             y = pmdp.Records(f"y_{arm}", pm.Normal.dist(means[arm], sigma), n=n)
             c = pt.clip(y, release.lower, release.upper)
             pmdp.PrivatizedSum(
-                f"s_{arm}", pt.stack([c, c**2], axis=1), release.mechanism,
+                f"s_{arm}",
+                pt.stack([c, c**2], axis=1),
+                release.mechanism,
                 observed=arm_release.values,
             )
     return model

@@ -199,8 +199,11 @@ class NoiseArrays(NamedTuple):
         """The parameters of a one-coordinate noise (the noise on ``n_dp``) as scalars, and
         ``custom``."""
         return (
-            int(self.shape_code[0]), bool(self.discrete[0]), float(self.scale[0]),
-            float(self.log_normalizer[0]), self.custom,
+            int(self.shape_code[0]),
+            bool(self.discrete[0]),
+            float(self.scale[0]),
+            float(self.log_normalizer[0]),
+            self.custom,
         )
 
     def raise_errors(self) -> None:
@@ -242,7 +245,15 @@ def residual_log_density(residual, out, shape_code, discrete, scale, log_normali
 
 @nb.njit(cache=True)
 def log_ratio(
-    residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer, laplace_only,
+    residual,
+    trial,
+    current,
+    trial_lp,
+    shape_code,
+    discrete,
+    scale,
+    log_normalizer,
+    laplace_only,
     custom,
 ):
     """Log ratio ``eta(trial) / eta(residual)``, with ``current = log eta(residual)`` per

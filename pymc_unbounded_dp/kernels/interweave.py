@@ -235,7 +235,9 @@ class Tuner:
         self._steps_seen = 0
         self._mean = np.zeros(self.dimension)
         self._m2 = np.zeros((self.dimension, self.dimension))
-        self._jumps = np.zeros((self.dimension, self.dimension))  # sum of accepted jump outer products
+        self._jumps = np.zeros(
+            (self.dimension, self.dimension)
+        )  # sum of accepted jump outer products
         self._centred = np.zeros((self.dimension, self.dimension))  # same, rest of the iteration
         self._centred_seen = 0
 
@@ -272,7 +274,9 @@ class Tuner:
     def _end_window(self) -> None:
         m = self._seen
         covariance = self._m2 / max(m - 1, 1)
-        covariance = (m / (m + 5.0)) * covariance + 1e-3 * (5.0 / (m + 5.0)) * np.eye(self.dimension)
+        covariance = (m / (m + 5.0)) * covariance + 1e-3 * (5.0 / (m + 5.0)) * np.eye(
+            self.dimension
+        )
         old_chol = self.params.chol
         try:
             chol = np.linalg.cholesky(covariance)

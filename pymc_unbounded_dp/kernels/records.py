@@ -99,7 +99,15 @@ def _copy_row(target, i, source, k):
 
 @nb.njit(cache=True)
 def _refresh_kernel(
-    stats, proposed, residual, log_u, shape_code, discrete, scale, log_normalizer, laplace_only,
+    stats,
+    proposed,
+    residual,
+    log_u,
+    shape_code,
+    discrete,
+    scale,
+    log_normalizer,
+    laplace_only,
     custom,
 ):
     n, d = proposed.shape
@@ -112,8 +120,16 @@ def _refresh_kernel(
         for j in range(d):
             trial[j] = residual[j] + stats[i, j] - proposed[i, j]
         log_ratio = _log_ratio(
-            residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
-            laplace_only, custom,
+            residual,
+            trial,
+            current,
+            trial_lp,
+            shape_code,
+            discrete,
+            scale,
+            log_normalizer,
+            laplace_only,
+            custom,
         )
         if _accepts(log_u[i], log_ratio):
             accepted[i] = True
@@ -140,9 +156,27 @@ BIRTH, REJECTED = -2, -1
 
 @nb.njit(cache=True)
 def _birth_death_kernel(
-    stats, n, residual, born, is_birth, u_pick, log_u, log_prior, prior_offset, n_dp,
-    n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm, n_noise_custom,
-    shape_code, discrete, scale, log_normalizer, laplace_only, custom,
+    stats,
+    n,
+    residual,
+    born,
+    is_birth,
+    u_pick,
+    log_u,
+    log_prior,
+    prior_offset,
+    n_dp,
+    n_noise_shape,
+    n_noise_discrete,
+    n_noise_scale,
+    n_noise_norm,
+    n_noise_custom,
+    shape_code,
+    discrete,
+    scale,
+    log_normalizer,
+    laplace_only,
+    custom,
 ):
     """Move ``k`` is a birth of the next unused row of ``born`` if ``is_birth[k]``, else a death."""
     moves_count = is_birth.shape[0]
@@ -173,11 +207,23 @@ def _birth_death_kernel(
             for j in range(d):
                 trial[j] = residual[j] + stats[victim, j]
         log_ratio = _log_ratio(
-            residual, trial, current, trial_lp, shape_code, discrete, scale, log_normalizer,
-            laplace_only, custom,
+            residual,
+            trial,
+            current,
+            trial_lp,
+            shape_code,
+            discrete,
+            scale,
+            log_normalizer,
+            laplace_only,
+            custom,
         )
         lp_n_new = _log_density(
-            n_dp - (n + step), n_noise_shape, n_noise_discrete, n_noise_scale, n_noise_norm,
+            n_dp - (n + step),
+            n_noise_shape,
+            n_noise_discrete,
+            n_noise_scale,
+            n_noise_norm,
             n_noise_custom,
         )
         log_prior_step = log_prior[n + step - prior_offset] - log_prior[n - prior_offset]
@@ -232,8 +278,6 @@ def _apply_moves(buffer, born, is_birth, moves, n):
 def _as_rows(array: np.ndarray) -> np.ndarray:
     """A ``(rows, width)`` view (also for zero rows, where ``reshape(rows, -1)`` fails)."""
     return array.reshape(array.shape[0], math.prod(array.shape[1:]))
-
-
 
 
 # --------------------------------------------------------------------------------------------------
@@ -404,8 +448,18 @@ def birth_death(
     state = _ensure_capacity(state, n + n_moves)
     log_prior = _log_prior_window(target.log_prior_n, n - n_moves, n + n_moves)
     new_n, moves, counts = _birth_death_kernel(
-        state.stats, n, state.residual, born.stats, is_birth, u_pick, log_u, log_prior,
-        n - n_moves, target.n_dp, *target.n_noise.scalar(), *target.noise,
+        state.stats,
+        n,
+        state.residual,
+        born.stats,
+        is_birth,
+        u_pick,
+        log_u,
+        log_prior,
+        n - n_moves,
+        target.n_dp,
+        *target.n_noise.scalar(),
+        *target.noise,
     )
     target.noise.raise_errors()
     target.n_noise.raise_errors()

@@ -176,10 +176,20 @@ def mcem(
     if method not in METHODS:
         raise ValueError(f"mcem: `method` must be one of {METHODS}, got {method!r}.")
     options = _options(
-        initial_samples=initial_samples, growth=growth, min_samples=min_samples,
-        max_samples=max_samples, max_iterations=max_iterations, tol=tol, patience=patience,
-        thin=thin, tune=tune, n_moves=n_moves, switch_rate=switch_rate, replicates=replicates,
-        batches=batches, max_replicates=max_replicates,
+        initial_samples=initial_samples,
+        growth=growth,
+        min_samples=min_samples,
+        max_samples=max_samples,
+        max_iterations=max_iterations,
+        tol=tol,
+        patience=patience,
+        thin=thin,
+        tune=tune,
+        n_moves=n_moves,
+        switch_rate=switch_rate,
+        replicates=replicates,
+        batches=batches,
+        max_replicates=max_replicates,
     )
     objective = complete_data_loglik(compile_model(model), include_prior=bool(map))
     simulated = None
@@ -187,8 +197,10 @@ def mcem(
         simulated = simulated_likelihood(objective)
         if simulated.unavailable:
             if method == "simulated":
-                raise ValueError(f"mcem: method='simulated' is not available: {simulated.unavailable}. "
-                                 "Use method='em'.")
+                raise ValueError(
+                    f"mcem: method='simulated' is not available: {simulated.unavailable}. "
+                    "Use method='em'."
+                )
             simulated = None
     rng = np.random.default_rng(random_seed)
     driver = _Driver(objective, options, rng, simulated, method, progressbar)
@@ -211,7 +223,11 @@ class _Driver:
     def run(self, init) -> MCEMResult:
         u, samples, previous, state = self._start(init)
         loop = EMLoop(
-            self.objective, self.options, self.rng, state, self._n_moves(state.n),
+            self.objective,
+            self.options,
+            self.rng,
+            state,
+            self._n_moves(state.n),
             first_iteration=0 if previous is None else previous.sizes["iteration"],
         )
         bar = tqdm(total=self.options.max_iterations, disable=not self.progressbar, desc="MCEM")
@@ -230,8 +246,11 @@ class _Driver:
         finally:
             bar.close()
         if not result.converged:
-            warnings.warn(f"mcem did not converge ({result.converged.value}): {result.reason}.",
-                          UserWarning, stacklevel=3)
+            warnings.warn(
+                f"mcem did not converge ({result.converged.value}): {result.reason}.",
+                UserWarning,
+                stacklevel=3,
+            )
         return result
 
     def _switch(self):
@@ -313,8 +332,19 @@ class _Driver:
             rate = info.missing_fraction
             mc_sd = _em_mc_error(info, step.sets.n_values.size)
         return self._result(
-            loop, em.unconstrained, covariance, mc_sd, np.full(size, np.nan), em.status,
-            em.reason, "em", rate, None, float("nan"), em.n_samples, previous,
+            loop,
+            em.unconstrained,
+            covariance,
+            mc_sd,
+            np.full(size, np.nan),
+            em.status,
+            em.reason,
+            "em",
+            rate,
+            None,
+            float("nan"),
+            em.n_samples,
+            previous,
         )
 
     # -- simulated-likelihood stage -----------------------------------------------------------
@@ -347,16 +377,20 @@ class _Driver:
                         warnings.warn(
                             "mcem: the posterior of n at the estimate reaches beyond the window "
                             f"of n [{window.lo}, {window.hi}] after {_WINDOW_ROUNDS} placements; "
-                            "the simulated likelihood may be truncated.", UserWarning,
-                            stacklevel=4)
+                            "the simulated likelihood may be truncated.",
+                            UserWarning,
+                            stacklevel=4,
+                        )
                     break
                 window = placed if inside else simulated.union(window, placed, full)
                 start = best.x
             observed = bd.observed_information(pooled, best.x)
             found = self._boundary(pooled, best, em.unconstrained, observed)
             if found is not None:
-                errors = [simulated.loglik_mc_error(simulated.evaluate_batches(m, batches, window))
-                          for m in found.maximisers]
+                errors = [
+                    simulated.loglik_mc_error(simulated.evaluate_batches(m, batches, window))
+                    for m in found.maximisers
+                ]
                 return self._boundary_result(loop, found, replicates, observed, previous, errors)
             # Monte Carlo covariance of the estimate: each batch's maximiser is one Newton step
             # from the pooled one, I^-1 g_b; their covariance over K
@@ -406,14 +440,29 @@ class _Driver:
             )
         se_spread = self._standard_error_spread(batches, window, best.x, observed)
         return self._simulated_result(
-            loop, best, observed, mc_covariance, se_spread, status, reason, rate, None,
-            replicates, previous,
+            loop,
+            best,
+            observed,
+            mc_covariance,
+            se_spread,
+            status,
+            reason,
+            rate,
+            None,
+            replicates,
+            previous,
         )
 
     def _boundary(self, pooled, best, start, observed) -> bd.Profile | None:
         for index, direction in bd.candidates(best.x, start, observed, self.objective.transformed):
-            found = bd.profile(pooled, best, index, direction, self.objective.transformed,
-                               origin=float(start[index]))
+            found = bd.profile(
+                pooled,
+                best,
+                index,
+                direction,
+                self.objective.transformed,
+                origin=float(start[index]),
+            )
             if found.increasing:
                 return found
         return None
@@ -437,18 +486,42 @@ class _Driver:
         elif abs(limit) < 1e-300:
             limit = 0.0
         direction = "upper" if limit > values[0] else "lower"
-        boundary = Boundary(names[coordinate], direction, limit, values, found.values,
-                            np.asarray(errors))
+        boundary = Boundary(
+            names[coordinate], direction, limit, values, found.values, np.asarray(errors)
+        )
         reason = "supremum on the boundary: " + boundary.describe()
         best = bd.Maximum(x, float(found.values[-1]), True, "")
         nan = np.full((x.size, x.size), np.nan)
         return self._simulated_result(
-            loop, best, observed, nan, None, Convergence.BOUNDARY, reason,
-            float("nan"), boundary, replicates, previous, keep_covariance=False,
+            loop,
+            best,
+            observed,
+            nan,
+            None,
+            Convergence.BOUNDARY,
+            reason,
+            float("nan"),
+            boundary,
+            replicates,
+            previous,
+            keep_covariance=False,
         )
 
-    def _simulated_result(self, loop, best, observed, mc_covariance, se_spread, status, reason,
-                          rate, boundary, replicates, previous, keep_covariance=True):
+    def _simulated_result(
+        self,
+        loop,
+        best,
+        observed,
+        mc_covariance,
+        se_spread,
+        status,
+        reason,
+        rate,
+        boundary,
+        replicates,
+        previous,
+        keep_covariance=True,
+    ):
         objective = self.objective
         natural = objective.to_natural(best.x)
         jacobian = _jacobian(objective.to_natural, best.x)
@@ -461,12 +534,37 @@ class _Driver:
             mc_sd = np.full(size, np.nan)
         se_mc = np.full(size, np.nan) if se_spread is None else se_spread
         return self._result(
-            loop, best.x, covariance, mc_sd, se_mc, status, reason, "simulated", rate, boundary,
-            float(best.value), replicates, previous,
+            loop,
+            best.x,
+            covariance,
+            mc_sd,
+            se_mc,
+            status,
+            reason,
+            "simulated",
+            rate,
+            boundary,
+            float(best.value),
+            replicates,
+            previous,
         )
 
-    def _result(self, loop, u, covariance, mc_sd, se_mc, status, reason, method, rate, boundary,
-                loglik, n_samples, previous) -> MCEMResult:
+    def _result(
+        self,
+        loop,
+        u,
+        covariance,
+        mc_sd,
+        se_mc,
+        status,
+        reason,
+        method,
+        rate,
+        boundary,
+        loglik,
+        n_samples,
+        previous,
+    ) -> MCEMResult:
         """The result at the unconstrained ``u`` (natural-scale arrays flattened in layout
         order)."""
         objective = self.objective
@@ -514,15 +612,17 @@ class _Driver:
 
     def _record_simulated(self, best, replicates, statistic, effective) -> None:
         objective = self.objective
-        self.rows.append({
-            "iteration": (self.rows[-1]["iteration"] if self.rows else 0) + 1,
-            "method": "simulated",
-            "n_samples": replicates,
-            "mc_error": statistic,
-            "simulated_loglik": best.value,
-            "effective_replicates": effective,
-            **objective.natural.split(objective.to_natural(best.x)),
-        })
+        self.rows.append(
+            {
+                "iteration": (self.rows[-1]["iteration"] if self.rows else 0) + 1,
+                "method": "simulated",
+                "n_samples": replicates,
+                "mc_error": statistic,
+                "simulated_loglik": best.value,
+                "effective_replicates": effective,
+                **objective.natural.split(objective.to_natural(best.x)),
+            }
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -531,7 +631,9 @@ class _Driver:
 def _progress(bar):
     def update(**postfix):
         bar.update()
-        bar.set_postfix({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()})
+        bar.set_postfix(
+            {k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()}
+        )
 
     return update
 
@@ -600,8 +702,17 @@ def _copy_state(state: kernels.RecordState) -> kernels.RecordState:
 
 
 def _options(**values) -> Options:
-    ints = ("initial_samples", "min_samples", "max_samples", "max_iterations", "patience", "thin",
-            "replicates", "batches", "max_replicates")
+    ints = (
+        "initial_samples",
+        "min_samples",
+        "max_samples",
+        "max_iterations",
+        "patience",
+        "thin",
+        "replicates",
+        "batches",
+        "max_replicates",
+    )
     for name in ints:
         _check_int(values[name], name, low=2 if name == "batches" else 1)
     _check_int(values["tune"], "tune", low=0)

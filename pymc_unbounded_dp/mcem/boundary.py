@@ -65,7 +65,11 @@ def maximise(loglik: LogLik, start: np.ndarray, transformed: np.ndarray, fixed=N
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             result = minimize(
-                negative, x_free, jac=True, method="L-BFGS-B", bounds=bounds,
+                negative,
+                x_free,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
                 options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
             )
         improvement = -float(result.fun) - value
@@ -125,7 +129,11 @@ class Profile(NamedTuple):
 
 
 def profile(
-    loglik: LogLik, estimate: Maximum, index: int, direction: float, transformed: np.ndarray,
+    loglik: LogLik,
+    estimate: Maximum,
+    index: int,
+    direction: float,
+    transformed: np.ndarray,
     origin: float,
 ) -> Profile:
     """The profile of coordinate ``index`` from ``origin`` (where the run started) to the bound
@@ -138,12 +146,18 @@ def profile(
     points = origin + (bound - origin) * np.asarray(PROFILE_FRACTIONS)
     far = _profile_point(loglik, estimate.x, index, bound, transformed)
     if far.value < estimate.value - PROFILE_TOLERANCE:
-        return Profile(index, direction, np.array([estimate.x[index], bound]),
-                       np.array([estimate.value, far.value]), [estimate.x, far.x])
+        return Profile(
+            index,
+            direction,
+            np.array([estimate.x[index], bound]),
+            np.array([estimate.value, far.value]),
+            [estimate.x, far.x],
+        )
     inner = [_profile_point(loglik, estimate.x, index, p, transformed) for p in points[:-1]]
     maximisers = [*inner, far]
-    return Profile(index, direction, points, np.array([m.value for m in maximisers]),
-                   [m.x for m in maximisers])
+    return Profile(
+        index, direction, points, np.array([m.value for m in maximisers]), [m.x for m in maximisers]
+    )
 
 
 def _profile_point(loglik, start, index, value, transformed) -> Maximum:

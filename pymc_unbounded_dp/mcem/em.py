@@ -118,7 +118,10 @@ def m_step(objective: CompleteDataLogLik, u0: np.ndarray, sets: Sets) -> tuple[n
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         result = minimize(
-            negative, u0, jac=True, method="L-BFGS-B",
+            negative,
+            u0,
+            jac=True,
+            method="L-BFGS-B",
             options={"maxiter": 1000, "ftol": 1e-13, "gtol": 1e-12},
         )
     u = np.asarray(result.x, dtype=float)
@@ -157,7 +160,9 @@ class Information(NamedTuple):
         return missing_information(self.complete, self.complete - self.observed)
 
 
-def information(objective: CompleteDataLogLik, scale: str, flat: np.ndarray, sets: Sets) -> Information:
+def information(
+    objective: CompleteDataLogLik, scale: str, flat: np.ndarray, sets: Sets
+) -> Information:
     """Louis (1982): ``I_obs = E[-H] - Var[s]`` over the imputed ``sets`` at ``flat``."""
     functions = objective.scale(scale)
     (hessian,) = average(functions.hessian, flat, sets)
@@ -295,7 +300,9 @@ class EMLoop:
         if not self.rows:
             return "none"
         row = self.rows[-1]
-        text = f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, M {row['n_samples']}"
+        text = (
+            f"distance {row['distance']:.3g}, mc_error {row['mc_error']:.3g}, M {row['n_samples']}"
+        )
         if not np.isfinite(row["distance"]):
             text += " (inf: the Monte Carlo observed information is not positive definite)"
         return text

@@ -69,8 +69,11 @@ class Batch(NamedTuple):
         u = []
         for values in self.u:
             per_replicate = values.reshape(self.replicates, -1, *values.shape[1:])
-            u.append(np.ascontiguousarray(per_replicate[:, : max(rows, 1)]).reshape(
-                -1, *values.shape[1:]))
+            u.append(
+                np.ascontiguousarray(per_replicate[:, : max(rows, 1)]).reshape(
+                    -1, *values.shape[1:]
+                )
+            )
         return Batch(u, self.replicates)
 
 
@@ -143,7 +146,8 @@ class SimulatedLikelihood:
         self._ancillary = compile_pymc(
             [*objective.value_vars, *record_inputs],
             [clone_replace(a, containers) for a in graphs.ancillaries],
-            on_unused_input="ignore", mode=KERNEL_MODE,
+            on_unused_input="ignore",
+            mode=KERNEL_MODE,
         )
 
         free = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
@@ -151,7 +155,8 @@ class SimulatedLikelihood:
 
         def at_values(graphs_):
             return replace_rvs_by_values(
-                graphs_, rvs_to_values={**free, **records_to_values},
+                graphs_,
+                rvs_to_values={**free, **records_to_values},
                 rvs_to_transforms=model.rvs_to_transforms,
             )
 
@@ -198,10 +203,19 @@ class SimulatedLikelihood:
                 [self._total, self._log_weights, self._log_n_weights], inputs
             )
             grad = pytensor.grad(total, flat)
-            args = [flat, self._released, self._log_q, self._lo, self._hi, self._replicates,
-                    *self._u_inputs]
+            args = [
+                flat,
+                self._released,
+                self._log_q,
+                self._lo,
+                self._hi,
+                self._replicates,
+                *self._u_inputs,
+            ]
             self._functions[scale] = compile_pymc(
-                args, [total, grad, log_weights, log_n_weights], on_unused_input="ignore",
+                args,
+                [total, grad, log_weights, log_n_weights],
+                on_unused_input="ignore",
                 mode=KERNEL_MODE,
             )
         return self._functions[scale]
@@ -243,11 +257,17 @@ class SimulatedLikelihood:
         the replicates' log-weights and the (unnormalised) log-posterior of ``n`` on the window."""
         function = self._compiled(scale)
         value, grad, log_weights, log_n = function(
-            flat, self.objective.table.released_sums(), window.log_q,
-            np.int64(window.lo), np.int64(window.hi), np.int64(batch.replicates), *batch.u,
+            flat,
+            self.objective.table.released_sums(),
+            window.log_q,
+            np.int64(window.lo),
+            np.int64(window.hi),
+            np.int64(batch.replicates),
+            *batch.u,
         )
-        return Evaluation(float(value), np.asarray(grad, dtype=float), np.asarray(log_weights),
-                          np.asarray(log_n))
+        return Evaluation(
+            float(value), np.asarray(grad, dtype=float), np.asarray(log_weights), np.asarray(log_n)
+        )
 
     def pooled(self, scale: str, flat: np.ndarray, batches: list[Batch], window: Window):
         """``(log L_hat, gradient)`` of all batches pooled (equal replicates per batch)."""
@@ -263,7 +283,9 @@ class SimulatedLikelihood:
         weights /= weights.sum()
         return float(logsumexp(values) - np.log(len(batches))), weights @ np.stack(grads)
 
-    def evaluate_batches(self, flat: np.ndarray, batches: list[Batch], window: Window) -> list[Evaluation]:
+    def evaluate_batches(
+        self, flat: np.ndarray, batches: list[Batch], window: Window
+    ) -> list[Evaluation]:
         """:meth:`evaluate` of each batch at ``flat`` (unconstrained scale)."""
         return [self.evaluate("unconstrained", flat, b, window) for b in batches]
 
@@ -297,6 +319,7 @@ class SimulatedLikelihood:
         """The smallest window of ``full`` containing both windows."""
         lo, hi = min(first.lo, second.lo), max(first.hi, second.hi)
         return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
+
 
 def _relative_weights(evaluations: list[Evaluation]) -> np.ndarray:
     """The replicates' weights ``W_r`` of all batches, divided by the largest."""

@@ -135,11 +135,22 @@ def check_k_attributes(k: object, records: pd.DataFrame) -> int:
 
 #: Kinds of values that can equal each other, by ``pandas.api.types.infer_dtype``.
 _VALUE_KINDS = {
-    "integer": "numbers", "floating": "numbers", "mixed-integer-float": "numbers",
-    "decimal": "numbers", "integer-na": "numbers", "complex": "numbers",
-    "string": "strings", "bytes": "bytes", "boolean": "booleans",
-    "datetime64": "dates", "datetime": "dates", "date": "dates",
-    "timedelta64": "durations", "timedelta": "durations", "time": "times", "period": "periods",
+    "integer": "numbers",
+    "floating": "numbers",
+    "mixed-integer-float": "numbers",
+    "decimal": "numbers",
+    "integer-na": "numbers",
+    "complex": "numbers",
+    "string": "strings",
+    "bytes": "bytes",
+    "boolean": "booleans",
+    "datetime64": "dates",
+    "datetime": "dates",
+    "date": "dates",
+    "timedelta64": "durations",
+    "timedelta": "durations",
+    "time": "times",
+    "period": "periods",
 }
 
 
@@ -154,7 +165,10 @@ def _value_kind(column: pd.Series) -> str | None:
 
 
 def check_comparable(
-    records: pd.DataFrame, dictionary: pd.DataFrame, attributes: list, records_name: str,
+    records: pd.DataFrame,
+    dictionary: pd.DataFrame,
+    attributes: list,
+    records_name: str,
     name: str,
 ) -> None:
     """Refuse an attribute whose values in ``records`` and ``dictionary`` cannot be equal.
@@ -177,7 +191,9 @@ def check_comparable(
 
 
 def common_attributes(
-    records: pd.DataFrame, dictionary: object, name: str = "dictionary",
+    records: pd.DataFrame,
+    dictionary: object,
+    name: str = "dictionary",
     records_name: str = "records",
 ) -> list:
     """Attributes of ``records`` that the dictionary also holds (in the records' order), checked

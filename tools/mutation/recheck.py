@@ -13,7 +13,9 @@ import sys
 source, target = sys.argv[1], sys.argv[2]
 shutil.copyfile(source, target)
 con = sqlite3.connect(target)
-survivors = [r[0] for r in con.execute("SELECT job_id FROM work_results WHERE test_outcome = 'SURVIVED'")]
+survivors = [
+    r[0] for r in con.execute("SELECT job_id FROM work_results WHERE test_outcome = 'SURVIVED'")
+]
 con.execute("DELETE FROM work_results")
 con.executemany(
     "INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "

@@ -27,8 +27,13 @@ with use_db(session) as db:
             source = lines.setdefault(path, Path(path).read_text().splitlines())
             line = source[m.start_pos[0] - 1]
             if rule.search(line):
-                db.set_result(item.job_id, WorkResult(output=f"source filter: {line.strip()}",
-                                                      worker_outcome=WorkerOutcome.SKIPPED))
+                db.set_result(
+                    item.job_id,
+                    WorkResult(
+                        output=f"source filter: {line.strip()}",
+                        worker_outcome=WorkerOutcome.SKIPPED,
+                    ),
+                )
                 skipped += 1
                 break
 print(f"source filter: {skipped} mutants skipped")

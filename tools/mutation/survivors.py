@@ -5,8 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-dump = subprocess.run([str(Path(sys.executable).with_name("cosmic-ray")), "dump", sys.argv[1]], capture_output=True, text=True,
-                      check=True).stdout
+dump = subprocess.run(
+    [str(Path(sys.executable).with_name("cosmic-ray")), "dump", sys.argv[1]],
+    capture_output=True,
+    text=True,
+    check=True,
+).stdout
 for line in dump.splitlines():
     item, result = json.loads(line)
     if not result or result.get("test_outcome") != "survived":

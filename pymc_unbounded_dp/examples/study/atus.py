@@ -73,8 +73,9 @@ class AtusStudy(PosteriorWorkload):
         return self._data
 
     def privatize(self, data, fit: Fit) -> atus.AtusRelease:
-        return atus.privatize_atus(data, fit.epsilon_s, fit.epsilon_n or 1.0,
-                                   seed=self.release_seed(fit))
+        return atus.privatize_atus(
+            data, fit.epsilon_s, fit.epsilon_n or 1.0, seed=self.release_seed(fit)
+        )
 
     def model(self, release, fit: Fit):
         return atus.atus_model(release, bounded=fit.bounded)
@@ -96,6 +97,7 @@ class AtusStudy(PosteriorWorkload):
         return {
             "posterior means (averaged over replicates)": mean_table(per_fit, labels, "mean"),
             "posterior SDs (averaged over replicates)": mean_table(per_fit, labels, "sd"),
-            "sampling diagnostics": mean_table(per_fit, labels[:1] + ["n"],
-                                               ("ess_bulk", "r_hat", "seconds")),
+            "sampling diagnostics": mean_table(
+                per_fit, labels[:1] + ["n"], ("ess_bulk", "r_hat", "seconds")
+            ),
         }

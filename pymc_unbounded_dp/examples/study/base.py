@@ -216,9 +216,11 @@ class PosteriorWorkload(Workload):
         for grid in ("epsilon_s", "epsilon_n"):
             for value in getattr(self, grid):
                 if not (0 < value < math.inf):
-                    raise ValueError(f"{grid}: every value must be positive and finite, got "
-                                     f"{value!r} (bounded DP is fitted beside every epsilon_n; "
-                                     "'inf' is for the mcem study)")
+                    raise ValueError(
+                        f"{grid}: every value must be positive and finite, got "
+                        f"{value!r} (bounded DP is fitted beside every epsilon_n; "
+                        "'inf' is for the mcem study)"
+                    )
         for count in ("replicates", "draws", "chains"):
             if getattr(self, count) < 1:
                 raise ValueError(f"{count}: must be at least 1, got {getattr(self, count)!r}")
@@ -269,19 +271,28 @@ class PosteriorWorkload(Workload):
         release = self.privatize(data, fit)
         model = self.model(release, fit)
         names = [*self.parameters, *([] if fit.bounded else ["n"])]
-        seed = int_seed(fit_seed(self.seed, 2, fit.replicate, fit.epsilon_s, fit.epsilon_n,
-                                 int(fit.bounded)))
+        seed = int_seed(
+            fit_seed(self.seed, 2, fit.replicate, fit.epsilon_s, fit.epsilon_n, int(fit.bounded))
+        )
         start = time.perf_counter()
         with model:
-            idata = pmdp.sample(draws=self.draws, tune=self.tune, chains=self.chains, cores=1,
-                                random_seed=seed, progressbar=False,
-                                compute_convergence_checks=False,
-                                **self.sample_options(model, release, fit))
+            idata = pmdp.sample(
+                draws=self.draws,
+                tune=self.tune,
+                chains=self.chains,
+                cores=1,
+                random_seed=seed,
+                progressbar=False,
+                compute_convergence_checks=False,
+                **self.sample_options(model, release, fit),
+            )
         seconds = time.perf_counter() - start
         sizes = dict(idata["posterior"].sizes)
         if (sizes.get("chain"), sizes.get("draw")) != (self.chains, self.draws):
-            raise TruncatedFit(f"{fit.key}: sampling stopped at {sizes.get('chain')} chains x "
-                               f"{sizes.get('draw')} draws of {self.chains} x {self.draws}")
+            raise TruncatedFit(
+                f"{fit.key}: sampling stopped at {sizes.get('chain')} chains x "
+                f"{sizes.get('draw')} draws of {self.chains} x {self.draws}"
+            )
         truth = self.truth(data)
         if not fit.bounded:
             truth["n"] = float(getattr(data, "n", release.n))
@@ -294,8 +305,10 @@ class PosteriorWorkload(Workload):
             "n_true": int(release.n),
             "n_dp": None if fit.bounded else int(release.n_dp),
             "released": [float(v) for v in release.values],
-            "posterior": {label: {k: number(v) for k, v in row.items()}
-                          for label, row in table.to_dict(orient="index").items()},
+            "posterior": {
+                label: {k: number(v) for k, v in row.items()}
+                for label, row in table.to_dict(orient="index").items()
+            },
             "draws": [sizes["chain"], sizes["draw"]],
             "seconds": seconds,
         }
@@ -308,13 +321,23 @@ class PosteriorWorkload(Workload):
             for label, row in record["posterior"].items():
                 true = row.get("true")
                 lower, upper = row["lower"], row["upper"]
-                rows.append({
-                    "variant": fit["variant"], "epsilon_s": fit["epsilon_s"],
-                    "epsilon_n": fit["epsilon_n"], "replicate": fit["replicate"],
-                    "parameter": label, "mean": row["mean"], "sd": row["sd"],
-                    "lower": lower, "upper": upper, "true": true,
-                    "covered": None if true is None else bool(lower <= true <= upper),
-                    "width": upper - lower, "ess_bulk": row["ess_bulk"], "r_hat": row["r_hat"],
-                    "seconds": record["seconds"],
-                })
+                rows.append(
+                    {
+                        "variant": fit["variant"],
+                        "epsilon_s": fit["epsilon_s"],
+                        "epsilon_n": fit["epsilon_n"],
+                        "replicate": fit["replicate"],
+                        "parameter": label,
+                        "mean": row["mean"],
+                        "sd": row["sd"],
+                        "lower": lower,
+                        "upper": upper,
+                        "true": true,
+                        "covered": None if true is None else bool(lower <= true <= upper),
+                        "width": upper - lower,
+                        "ess_bulk": row["ess_bulk"],
+                        "r_hat": row["r_hat"],
+                        "seconds": record["seconds"],
+                    }
+                )
         return pd.DataFrame(rows)

@@ -35,10 +35,20 @@ STUDIES: dict[str, type[Workload]] = {
 
 #: A reduced grid per study that finishes in minutes on a laptop.
 QUICK: dict[str, dict] = {
-    "regression": {"epsilon_s": (1.0,), "epsilon_n": (0.01, 0.5, 10.0), "replicates": 1,
-                   "draws": 2000, "tune": 500},
-    "atus": {"epsilon_s": (1.0,), "epsilon_n": (0.01, 1.0, 10.0), "replicates": 1,
-             "draws": 3000, "tune": 1000},
+    "regression": {
+        "epsilon_s": (1.0,),
+        "epsilon_n": (0.01, 0.5, 10.0),
+        "replicates": 1,
+        "draws": 2000,
+        "tune": 500,
+    },
+    "atus": {
+        "epsilon_s": (1.0,),
+        "epsilon_n": (0.01, 1.0, 10.0),
+        "replicates": 1,
+        "draws": 3000,
+        "tune": 1000,
+    },
     "mcem": {"epsilon_n": (1.0, float("inf")), "replicates": 2},
 }
 
@@ -64,8 +74,9 @@ def make_study(name: str, quick: bool = False, **overrides) -> Workload:
     known = options(name)
     for option in given:
         if option not in known:
-            raise ValueError(f"{option}: not an option of the {name} study (its options: "
-                             f"{', '.join(known)})")
+            raise ValueError(
+                f"{option}: not an option of the {name} study (its options: {', '.join(known)})"
+            )
     values = {**(QUICK[name] if quick else {}), **given}
     for grid in ("epsilon_s", "epsilon_n"):
         if isinstance(values.get(grid), list | tuple):

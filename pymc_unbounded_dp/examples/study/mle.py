@@ -78,47 +78,64 @@ class MLEStudy(Workload):
 
         if isinstance(self.epsilon_s, tuple | list):  # one value, as a one-element grid
             if len(self.epsilon_s) != 1:
-                raise ValueError(f"epsilon_s: the mcem study has one epsilon_s, got "
-                                 f"{list(self.epsilon_s)}")
+                raise ValueError(
+                    f"epsilon_s: the mcem study has one epsilon_s, got {list(self.epsilon_s)}"
+                )
             object.__setattr__(self, "epsilon_s", float(self.epsilon_s[0]))
         if not 0 < self.epsilon_s < math.inf:
             raise ValueError(f"epsilon_s: must be positive and finite, got {self.epsilon_s!r}")
         if any(not e > 0 for e in self.epsilon_n) or self.replicates < 1:
-            raise ValueError("epsilon_n: values must be positive ('inf': n public); replicates: "
-                             f"at least 1; got {list(self.epsilon_n)}, {self.replicates}")
+            raise ValueError(
+                "epsilon_n: values must be positive ('inf': n public); replicates: "
+                f"at least 1; got {list(self.epsilon_n)}, {self.replicates}"
+            )
 
         accepted = inspect.signature(mcem).parameters
         for option, _ in self.mcem_options:
             if option not in accepted or option in ("model", "random_seed", "progressbar"):
                 raise ValueError(
                     f"mcem_options: pymc_unbounded_dp.mcem has no option {option!r} (its "
-                    f"options: {', '.join(p for p in accepted if p not in ('model',))})")
+                    f"options: {', '.join(p for p in accepted if p not in ('model',))})"
+                )
 
     def fits(self) -> list[Fit]:
-        return [Fit(self.name, "bounded" if math.isinf(e) else "unbounded", float(self.epsilon_s),
-                    None if math.isinf(e) else float(e), r)
-                for r in range(self.replicates) for e in self.epsilon_n]
+        return [
+            Fit(
+                self.name,
+                "bounded" if math.isinf(e) else "unbounded",
+                float(self.epsilon_s),
+                None if math.isinf(e) else float(e),
+                r,
+            )
+            for r in range(self.replicates)
+            for e in self.epsilon_n
+        ]
 
     def run(self, fit: Fit) -> dict:
         import pymc_unbounded_dp as pmdp
 
         data = regression.simulate_regression(self.n, seed=fit_seed(self.seed, 0, fit.replicate))
         release = regression.privatize_regression(
-            data, self.epsilon_s, fit.epsilon_n or 1.0, seed=fit_seed(self.seed, 1, fit.replicate))
+            data, self.epsilon_s, fit.epsilon_n or 1.0, seed=fit_seed(self.seed, 1, fit.replicate)
+        )
         if not fit.bounded:  # the count's noise depends on epsilon_n; the statistics' noise not
             count = pmdp.DiscreteLaplace(epsilon=fit.epsilon_n)
             noise = count.simulate(
-                random_seed=np.random.default_rng(fit_seed(self.seed, 2, fit.replicate)))
-            release = dataclasses.replace(release, n_dp=int(data.n + noise),
-                                          epsilon_n=fit.epsilon_n)
+                random_seed=np.random.default_rng(fit_seed(self.seed, 2, fit.replicate))
+            )
+            release = dataclasses.replace(
+                release, n_dp=int(data.n + noise), epsilon_n=fit.epsilon_n
+            )
         model = regression.regression_model(release, bounded=fit.bounded)
-        seed = int_seed(fit_seed(self.seed, 3, fit.replicate,
-                                 1e9 if fit.bounded else min(fit.epsilon_n, 1e9)))
+        seed = int_seed(
+            fit_seed(self.seed, 3, fit.replicate, 1e9 if fit.bounded else min(fit.epsilon_n, 1e9))
+        )
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = pmdp.mcem(model, random_seed=seed, progressbar=False,
-                               **dict(self.mcem_options))
+            result = pmdp.mcem(
+                model, random_seed=seed, progressbar=False, **dict(self.mcem_options)
+            )
         return {
             "key": fit.key,
             "fit": dataclasses.asdict(fit),
@@ -141,10 +158,14 @@ class MLEStudy(Workload):
         rows = []
         for record in records:
             eps_n = record["fit"]["epsilon_n"]
-            row = {"epsilon_n": math.inf if eps_n is None else eps_n,
-                   "replicate": record["fit"]["replicate"], "converged": record["converged"],
-                   "boundary": record["boundary"], "method": record["method"],
-                   "seconds": record["seconds"]}
+            row = {
+                "epsilon_n": math.inf if eps_n is None else eps_n,
+                "replicate": record["fit"]["replicate"],
+                "converged": record["converged"],
+                "boundary": record["boundary"],
+                "method": record["method"],
+                "seconds": record["seconds"],
+            }
             row.update({p: record["estimate"].get(p) for p in PARAMETERS})
             rows.append(row)
         return pd.DataFrame(rows)
@@ -160,7 +181,9 @@ class MLEStudy(Workload):
                 row[p] = f"{values.mean():.3f} ({values.std(ddof=1):.3f})"
             for ending in ENDINGS[:3]:
                 row[ending] = float((group["converged"] == ending).mean())
-            row["s/fit mean (max)"] = f"{group['seconds'].mean():.0f} ({group['seconds'].max():.0f})"
+            row["s/fit mean (max)"] = (
+                f"{group['seconds'].mean():.0f} ({group['seconds'].max():.0f})"
+            )
             rows.append(row)
         title = "MLE mean (sd) across data sets of interior fits; shares of endings"
         return {title: pd.DataFrame(rows)}

@@ -85,8 +85,9 @@ class RegressionStudy(PosteriorWorkload):
         return regression.simulate_regression(self.n, seed=fit_seed(self.seed, 0, replicate))
 
     def privatize(self, data, fit: Fit) -> regression.RegressionRelease:
-        return regression.privatize_regression(data, fit.epsilon_s, fit.epsilon_n or 1.0,
-                                               seed=self.release_seed(fit))
+        return regression.privatize_regression(
+            data, fit.epsilon_s, fit.epsilon_n or 1.0, seed=self.release_seed(fit)
+        )
 
     def model(self, release, fit: Fit):
         return regression.regression_model(release, bounded=fit.bounded)
@@ -105,11 +106,14 @@ class RegressionStudy(PosteriorWorkload):
         per_fit = self.per_fit(records)
         labels = ["beta[0]", "beta[1]", "beta[2]", "tau"]
         return {
-            f"coverage of {self.prob:.0%} intervals (binomial standard error)":
-                coverage_table(per_fit, labels, "coverage"),
+            f"coverage of {self.prob:.0%} intervals (binomial standard error)": coverage_table(
+                per_fit, labels, "coverage"
+            ),
             f"mean width of {self.prob:.0%} intervals": coverage_table(per_fit, labels, "width"),
-            "posterior means (averaged over replicates)": mean_table(per_fit, [*labels, "n"],
-                                                                     "mean"),
-            "sampling diagnostics": mean_table(per_fit, ["beta[1]", "tau", "n"],
-                                               ("ess_bulk", "r_hat", "seconds")),
+            "posterior means (averaged over replicates)": mean_table(
+                per_fit, [*labels, "n"], "mean"
+            ),
+            "sampling diagnostics": mean_table(
+                per_fit, ["beta[1]", "tau", "n"], ("ess_bulk", "r_hat", "seconds")
+            ),
         }

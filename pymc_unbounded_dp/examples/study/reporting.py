@@ -56,13 +56,19 @@ def coverage_table(per_fit: pd.DataFrame, labels: list[str], stat: str) -> pd.Da
         p = groups["covered"].mean()
         count = groups["covered"].count()
         se = np.sqrt(p * (1 - p) / count)
-        values = pd.Series([f"{a:.2f} ({b:.2f})" for a, b in zip(p, se, strict=True)],
-                           index=p.index)
+        values = pd.Series(
+            [f"{a:.2f} ({b:.2f})" for a, b in zip(p, se, strict=True)], index=p.index
+        )
     else:
         values = groups[stat].mean()
     table = values.unstack("parameter")[labels]
-    table.insert(0, "reps", frame.groupby(_GRID, sort=False)["replicate"].nunique()
-                 if "replicate" in frame else groups.size().groupby(level=_GRID).max())
+    table.insert(
+        0,
+        "reps",
+        frame.groupby(_GRID, sort=False)["replicate"].nunique()
+        if "replicate" in frame
+        else groups.size().groupby(level=_GRID).max(),
+    )
     return _labelled(_order(table.reset_index()).set_index(_GRID))
 
 
@@ -88,8 +94,9 @@ def markdown(table: pd.DataFrame, digits: int = 4) -> str:
     return table.to_markdown(index=False, floatfmt=f".{digits}g")
 
 
-def write_report(study, records: list[dict], folder, elapsed: float | None = None
-                 ) -> dict[str, Path]:
+def write_report(
+    study, records: list[dict], folder, elapsed: float | None = None
+) -> dict[str, Path]:
     """``<name>_summary.md`` (every table of ``study.tables``), ``<name>_fits.csv`` and, for
     posterior studies, ``figures/coverage.png``, written into ``folder``."""
     folder = Path(folder)
@@ -98,11 +105,16 @@ def write_report(study, records: list[dict], folder, elapsed: float | None = Non
     per_fit = study.per_fit(records)
     per_fit.to_csv(paths["fits"], index=False)
     fit_seconds = sum(r.get("seconds", 0.0) for r in records)
-    lines = [f"# {name}: {len(records)} fits", "",
-             f"Settings: {json.dumps(study.settings())}; grid: "
-             f"{json.dumps({k: _plain(getattr(study, k)) for k in study.grid_fields})}.", "",
-             f"Fit time: {fit_seconds / 60:.1f} min in total"
-             + (f"; this run: {elapsed / 60:.1f} min wall." if elapsed is not None else "."), ""]
+    lines = [
+        f"# {name}: {len(records)} fits",
+        "",
+        f"Settings: {json.dumps(study.settings())}; grid: "
+        f"{json.dumps({k: _plain(getattr(study, k)) for k in study.grid_fields})}.",
+        "",
+        f"Fit time: {fit_seconds / 60:.1f} min in total"
+        + (f"; this run: {elapsed / 60:.1f} min wall." if elapsed is not None else "."),
+        "",
+    ]
     for title, table in study.tables(records).items():
         lines += [f"## {title}", "", markdown(table), ""]
     paths["summary"].write_text("\n".join(lines))
@@ -132,14 +144,18 @@ def coverage_figure(per_fit: pd.DataFrame):
     labels = list(frame["parameter"].unique())
     if not labels:
         return None
-    fig, axes = plt.subplots(1, len(labels), figsize=(3.2 * len(labels), 3), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(labels), figsize=(3.2 * len(labels), 3), sharey=True, squeeze=False
+    )
     for ax, label in zip(axes[0], labels, strict=True):
         rows = frame[frame["parameter"] == label]
         for eps_s, group in rows.groupby("epsilon_s"):
             unbounded = group[group["variant"] == "unbounded"]
-            line = unbounded.groupby("epsilon_n")["covered"].mean().plot(
-                ax=ax, marker="o", logx=True, label=f"eps_s={eps_s:g}")
+            line = (
+                unbounded.groupby("epsilon_n")["covered"]
+                .mean()
+                .plot(ax=ax, marker="o", logx=True, label=f"eps_s={eps_s:g}")
+            )
             bounded = group[group["variant"] == "bounded"]["covered"].mean()
             ax.axhline(bounded, ls="--", color=line.get_lines()[-1].get_color(), lw=1)
         ax.axhline(0.95, color="grey", lw=0.5)

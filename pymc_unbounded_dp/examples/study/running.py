@@ -63,9 +63,15 @@ def study_client(scheduler: str | None = None, workers: int | None = None):
         with Client(scheduler) as client:
             yield client
         return
-    with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                      processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers or os.cpu_count() or 1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -120,25 +126,40 @@ def run_study(
     grid = study.fits()
     done = store.done()
     todo = [fit for fit in grid if fit.key not in done]
-    log(f"{study.name}: {len(grid)} fits, {len(grid) - len(todo)} already in {store.fits}, "
-        f"{len(todo)} to run")
+    log(
+        f"{study.name}: {len(grid)} fits, {len(grid) - len(todo)} already in {store.fits}, "
+        f"{len(todo)} to run"
+    )
     errors: dict[str, str] = {}
     if todo:
         start = time.perf_counter()
         with study_client(scheduler, workers) as client:
-            where = scheduler or f"a local cluster of {len(client.scheduler_info()['workers'])} workers"
-            log(f"running on {where}" + (f"; dashboard {client.dashboard_link}"
-                                         if _has_dashboard(client) else ""))
-            futures = [client.submit(run_fit, study, fit, key=f"{fit.key}-{client.id}",
-                                     pure=False) for fit in todo]
+            where = (
+                scheduler or f"a local cluster of {len(client.scheduler_info()['workers'])} workers"
+            )
+            log(
+                f"running on {where}"
+                + (f"; dashboard {client.dashboard_link}" if _has_dashboard(client) else "")
+            )
+            futures = [
+                client.submit(run_fit, study, fit, key=f"{fit.key}-{client.id}", pure=False)
+                for fit in todo
+            ]
             keys = {future.key: fit.key for future, fit in zip(futures, todo, strict=True)}
             try:
-                with tqdm(total=len(grid), initial=len(grid) - len(todo), unit="fit",
-                          desc=study.name, disable=not progressbar) as bar:
+                with tqdm(
+                    total=len(grid),
+                    initial=len(grid) - len(todo),
+                    unit="fit",
+                    desc=study.name,
+                    disable=not progressbar,
+                ) as bar:
                     for future in as_completed(futures):
                         key = keys[future.key]
                         if future.status == "error":
-                            errors[key] = f"{type(future.exception()).__name__}: {future.exception()}"
+                            errors[key] = (
+                                f"{type(future.exception()).__name__}: {future.exception()}"
+                            )
                         else:
                             store.write(future.result())
                         future.release()

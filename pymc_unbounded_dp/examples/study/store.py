@@ -32,8 +32,10 @@ class SettingsMismatch(ValueError):
         self.path = path
         self.differences = differences
         text = ", ".join(f"{k}={old!r} there, {new!r} now" for k, (old, new) in differences.items())
-        super().__init__(f"{path} was made with other settings ({text}); use another output "
-                         "folder or the same settings to resume.")
+        super().__init__(
+            f"{path} was made with other settings ({text}); use another output "
+            "folder or the same settings to resume."
+        )
 
 
 class FitStore:
@@ -59,8 +61,11 @@ class FitStore:
         wanted = {"study": name, "settings": settings}
         if manifest.is_file():
             found = json.loads(manifest.read_text())
-            differences = {k: (found["settings"].get(k), v) for k, v in settings.items()
-                           if found["settings"].get(k) != v}
+            differences = {
+                k: (found["settings"].get(k), v)
+                for k, v in settings.items()
+                if found["settings"].get(k) != v
+            }
             if found["study"] != name:
                 differences["study"] = (found["study"], name)
             if differences:
