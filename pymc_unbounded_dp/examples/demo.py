@@ -108,8 +108,13 @@ def demo_summary(result: DemoResult) -> pd.DataFrame:
 def save_demo(result: DemoResult, folder) -> list[Path]:
     """Write ``posterior.nc``, ``summary.csv``, ``release.json`` and ``figures/`` (ArviZ
     :func:`~arviz.plot_posterior` with the true values, :func:`~arviz.plot_trace`) to ``folder``."""
+    import logging
+
     import arviz as az
     import matplotlib.pyplot as plt
+
+    # ArviZ 0.x titles ask for a "semibold" DejaVu Sans, which matplotlib lacks and logs about
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 
     folder = Path(folder)
     (folder / "figures").mkdir(parents=True, exist_ok=True)
