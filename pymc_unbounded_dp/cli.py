@@ -360,17 +360,31 @@ _STUDY_FLAGS = {
 
 def _study_from_args(args):
     from pymc_unbounded_dp.examples.study import make_study
+    from pymc_unbounded_dp.examples.study.config import options as study_options
 
     flags = {option: flag for flag, option in _STUDY_FLAGS.items()}
     overrides = {option: getattr(args, flag) for flag, option in _STUDY_FLAGS.items()}
     if overrides["data"] is not None:
         overrides["data"] = str(overrides["data"])
+    given = {option: value for option, value in overrides.items() if value is not None}
+    known = study_options(args.study)
+    unknown = [flags[option] for option in given if option not in known]
+    if unknown:
+        accepted = [flag for flag, option in _STUDY_FLAGS.items() if option in known]
+        raise UsageError(
+            f"{', '.join(_flag(f) for f in unknown)}: not an option of the {args.study} study "
+            f"(its options: {', '.join(_flag(f) for f in accepted)})"
+        )
     try:
-        return make_study(args.study, quick=args.quick, **overrides)
+        return make_study(args.study, quick=args.quick, **given)
     except (ValueError, FileNotFoundError) as error:
         option, _, rest = str(error).partition(": ")
         flag = flags.get(option)
-        raise UsageError(f"--{flag.replace('_', '-')}: {rest}" if flag else str(error)) from None
+        raise UsageError(f"{_flag(flag)}: {rest}" if flag else str(error)) from None
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def _reproduce(args, out=None) -> int:
