@@ -346,3 +346,208 @@ def test_dirichlet_concentration_matches_nuts_on_observed_data():
         )
         assert abs(ours.mean() - theirs.mean()) < 4 * se, (j, ours.mean(), theirs.mean())
         assert ours.std() == pytest.approx(theirs.std(), rel=0.1)
+
+
+# --------------------------------------------------------------------------------------------------
+# exact maps from the generator's draws (fast; the moment tests above need 20,000 draws)
+# --------------------------------------------------------------------------------------------------
+class _Scripted:
+    """A generator stand-in: fixed ``gamma`` / ``chisquare`` draws (recorded), scripted normals
+    and uniforms."""
+
+    def __init__(self, gamma=1.0, chisquare=(), normals=(), uniforms=()):
+        self._gamma = gamma
+        self._chisquare = list(chisquare)
+        self._normals = [np.asarray(z, dtype=float) for z in normals]
+        self._uniforms = list(uniforms)
+        self.calls = []
+
+    def gamma(self, shape, scale=1.0):
+        self.calls.append(("gamma", shape, scale))
+        return self._gamma
+
+    def chisquare(self, df):
+        self.calls.append(("chisquare", df))
+        return self._chisquare.pop(0)
+
+    def standard_normal(self, size):
+        if size == 0:
+            return np.empty(0)
+        z = self._normals.pop(0)
+        assert z.shape == (size,)
+        return z.copy()
+
+    def random(self):
+        return self._uniforms.pop(0)
+
+
+def _affine_map(draw, p):
+    """``(centre, A)`` of a draw ``centre + A z`` that is affine in its normals ``z``."""
+    centre = draw(np.zeros(p))
+    return centre, np.column_stack([draw(e) - centre for e in np.eye(p)])
+
+
+def test_normal_gamma_and_normal_mean_draw_exactly_from_their_conditionals():
+    """``beta | tau`` and ``mu`` as affine maps of the generator's normals: the centre is the
+    conditional mean and ``A A'`` the conditional covariance (to 1e-10)."""
+    rng = np.random.default_rng(3)
+    z = np.column_stack([np.ones(7), rng.normal(size=(7, 2))])
+    y = rng.normal(size=7)
+    m, p = np.array([0.3, -0.2, 0.1]), np.array([[2.0, 0.3, 0.0], [0.3, 0.5, 0.1], [0.0, 0.1, 1.0]])
+    tau = 1.7
+
+    def beta_at(normals):
+        scripted = _Scripted(gamma=tau, normals=[normals])
+        beta, drawn_tau = conjugate.normal_gamma(scripted, z, y, m, p, 2.0, 1.5)
+        assert drawn_tau == tau and scripted.calls[0][0] == "gamma"
+        return beta
+
+    p_n = p + z.T @ z
+    centre, a = _affine_map(beta_at, 3)
+    np.testing.assert_allclose(centre, np.linalg.solve(p_n, p @ m + z.T @ y), rtol=1e-10)
+    np.testing.assert_allclose(a @ a.T, np.linalg.inv(tau * p_n), rtol=1e-10, atol=1e-14)
+
+    x = rng.normal(size=(8, 2)) + [1.0, -1.0]
+    phi = np.array([[1.5, 0.3], [0.3, 0.7]])
+    prior_mean, prior_precision = np.array([0.5, 0.2]), np.array([[2.0, 0.4], [0.4, 3.0]])
+    centre, a = _affine_map(
+        lambda normals: conjugate.normal_mean(
+            _Scripted(normals=[normals]), x, phi, prior_mean, prior_precision
+        ),
+        2,
+    )
+    p_n = prior_precision + len(x) * phi
+    np.testing.assert_allclose(
+        centre, np.linalg.solve(p_n, prior_precision @ prior_mean + phi @ x.sum(axis=0)), rtol=1e-10
+    )
+    np.testing.assert_allclose(a @ a.T, np.linalg.inv(p_n), rtol=1e-10, atol=1e-14)
+
+
+def test_wishart_precision_is_the_bartlett_construction():
+    """``Phi = L A A' L'`` with ``L = chol((V^-1 + S)^-1)``, ``A_ii^2 ~ chi2(nu + n - i)`` and
+    ``A_ij ~ N(0, 1)`` below the diagonal: the degrees of freedom asked of the generator and the
+    result, exactly."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(6, 3))
+    mean, nu, v = (
+        np.array([0.2, -0.1, 0.4]),
+        4.0,
+        np.array([[0.5, 0.1, 0.0], [0.1, 2.0, 0.3], [0.0, 0.3, 1.0]]),
+    )
+    c, below = [2.5, 1.5, 0.8], [[0.7], [-0.4, 1.1]]
+    scripted = _Scripted(chisquare=c, normals=below)
+    phi = conjugate.wishart_precision(scripted, x, mean, nu, v)
+    assert scripted.calls == [("chisquare", nu + 6 - i) for i in range(3)]
+    a = np.diag(np.sqrt(c))
+    a[1, 0], a[2, 0], a[2, 1] = 0.7, -0.4, 1.1
+    centred = x - mean
+    chol = np.linalg.cholesky(np.linalg.inv(np.linalg.inv(v) + centred.T @ centred))
+    np.testing.assert_allclose(phi, chol @ a @ a.T @ chol.T, rtol=1e-10)
+
+
+DIRICHLET_X = np.random.default_rng(12).dirichlet([4.0, 1.2, 6.0], size=25)
+
+
+def _dirichlet_log_target(u, a=1.0, b=0.1):
+    """``log p(log alpha | x)`` up to a constant, written independently: the records' Dirichlet
+    densities, Gamma(a, rate b) priors, the Jacobian of ``u = log alpha``."""
+    alpha = np.exp(u)
+    return float(
+        stats.dirichlet.logpdf(DIRICHLET_X.T, alpha).sum()
+        + stats.gamma.logpdf(alpha, a, scale=1 / b).sum()
+        + u.sum()
+    )
+
+
+def test_dirichlet_mode_is_the_mode():
+    """Newton's method from a far start ends at the mode (scipy's optimum), with the Hessian there."""
+    from scipy import optimize
+
+    from pymc_unbounded_dp.conjugate import _dirichlet_gradient_hessian, _dirichlet_mode
+
+    log_sum, n = np.log(DIRICHLET_X).sum(axis=0), 25.0
+    mode, hessian = _dirichlet_mode(np.zeros(3), log_sum, n, 1.0, 0.1)
+    optimum = optimize.minimize(
+        lambda u: -_dirichlet_log_target(u),
+        np.log([4.0, 1.2, 6.0]),
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 20000},
+    ).x
+    np.testing.assert_allclose(mode, optimum, atol=1e-5)
+    gradient, expected = _dirichlet_gradient_hessian(mode, log_sum, n, 1.0, 0.1)
+    assert np.abs(gradient).max() < 1e-8
+    np.testing.assert_allclose(hessian, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("chisquare, normals", [(2.0, [1.5, -1.0, 0.8]), (5.0, [-2.0, 0.5, 1.2])])
+def test_dirichlet_concentration_is_one_exact_independence_metropolis_hastings_step(
+    chisquare, normals
+):
+    """The proposal ``mode + sqrt(df / chi2) L'^-1 z`` (a multivariate t) and the acceptance by the
+    independence MH ratio, computed independently (scipy's Dirichlet, Gamma and multivariate t
+    densities): accepted with ``log u`` a hair below the ratio, rejected a hair above. Prior
+    shape 1.5: with shape 1 the prior's term ``(a - 1) log alpha`` vanishes."""
+    from pymc_unbounded_dp.conjugate import _dirichlet_mode
+
+    log_sum, n, df = np.log(DIRICHLET_X).sum(axis=0), 25, 8.0
+    current = np.array([3.0, 1.5, 5.0])
+    u = np.log(current)
+    mode, hessian = _dirichlet_mode(u.copy(), log_sum, float(n), 1.5, 0.1)
+    chol = np.linalg.cholesky(-hessian)
+    proposal = mode + math.sqrt(df / chisquare) * np.linalg.solve(chol.T, normals)
+    t = stats.multivariate_t(loc=mode, shape=np.linalg.inv(-hessian), df=df)
+    ratio = (
+        _dirichlet_log_target(proposal, a=1.5)
+        - _dirichlet_log_target(u, a=1.5)
+        + t.logpdf(u)
+        - t.logpdf(proposal)
+    )
+    assert ratio < -1e-3  # both decisions are possible
+    for offset, accepted in ((-1e-6, True), (1e-6, False)):
+        scripted = _Scripted(
+            chisquare=[chisquare], normals=[normals], uniforms=[math.exp(ratio + offset)]
+        )
+        new = conjugate.dirichlet_concentration(scripted, current, log_sum, n, 1.5, 0.1, df)
+        np.testing.assert_allclose(new, np.exp(proposal) if accepted else current, rtol=1e-10)
+
+
+def test_building_blocks_defaults_are_the_documented_priors():
+    """Each default (``m = 0``, ``P = I``, ``a = b = 1``, ``V = I``, Dirichlet ``Gamma(1, 1)``
+    priors and ``df = 8``) gives the draw of the explicit call, from the same scripted draws."""
+    rng = np.random.default_rng(6)
+    z, y = np.column_stack([np.ones(5), rng.normal(size=5)]), rng.normal(size=5)
+    x = rng.normal(size=(6, 2))
+
+    def same(call, explicit, **draws):
+        np.testing.assert_array_equal(call(_Scripted(**draws)), explicit(_Scripted(**draws)))
+
+    normals = {"normals": [[0.4, -1.1]], "gamma": 1.3}
+    same(
+        lambda r: conjugate.normal_gamma(r, z, y)[0],
+        lambda r: conjugate.normal_gamma(r, z, y, np.zeros(2), np.eye(2), 1.0, 1.0)[0],
+        **normals,
+    )
+    rec = _Scripted(**normals)
+    conjugate.normal_gamma(rec, z, y)
+    explicit = _Scripted(**normals)
+    conjugate.normal_gamma(explicit, z, y, np.zeros(2), np.eye(2), 1.0, 1.0)
+    assert rec.calls == explicit.calls
+    same(
+        lambda r: conjugate.normal_mean(r, x, np.eye(2)),
+        lambda r: conjugate.normal_mean(r, x, np.eye(2), np.zeros(2), np.eye(2)),
+        normals=[[0.4, -1.1]],
+    )
+    same(
+        lambda r: conjugate.wishart_precision(r, x, np.zeros(2), 3.0),
+        lambda r: conjugate.wishart_precision(r, x, np.zeros(2), 3.0, np.eye(2)),
+        chisquare=[2.0, 1.0],
+        normals=[[0.3]],
+    )
+    log_sum, current = np.log(DIRICHLET_X).sum(axis=0), np.array([3.0, 1.5, 5.0])
+    same(
+        lambda r: conjugate.dirichlet_concentration(r, current, log_sum, 25),
+        lambda r: conjugate.dirichlet_concentration(r, current, log_sum, 25, 1.0, 1.0, 8.0),
+        chisquare=[6.0],
+        normals=[[0.2, -0.3, 0.1]],
+        uniforms=[1e-12],
+    )

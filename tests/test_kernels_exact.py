@@ -392,19 +392,22 @@ def test_the_prior_window_is_exactly_n_minus_k_to_n_plus_k(n0, k):
     assert calls == [list(range(max(0, n0 - k), n0 + k + 1))]
 
 
-def test_buffers_grow_past_their_capacity():
-    """30 accepted births from ``n = 2`` (capacity 16): the buffers grow and keep every record."""
+@pytest.mark.parametrize("n0", [2, 0])
+def test_buffers_grow_past_their_capacity(n0):
+    """30 accepted births from ``n = 2`` or from no record (capacity 16): the buffers grow to
+    hold ``n + K`` records and keep every record."""
     target, table = make_target("laplace-only", prior_key="flat", n_dp=30.0)
-    state = kernels.init(target, 2, np.random.default_rng(0))
+    state = kernels.init(target, n0, np.random.default_rng(0))
     assert state.stats.shape[0] == 16
     born = Proposals(*target.propose(30))
     state, counts = kernels.birth_death(
         target, state, np.ones(30, dtype=bool), born, np.full(30, 0.999), np.full(30, -700.0)
     )
-    assert counts.tolist() == [30, 30, 0, 0] and state.n == 32
-    assert ids_of(state) == list(range(32))
-    np.testing.assert_array_equal(state.active_records()[1], table.t[:32])
-    np.testing.assert_allclose(state.residual, target.released - table.t[:32].sum(axis=0))
+    n = n0 + 30
+    assert counts.tolist() == [30, 30, 0, 0] and state.n == n
+    assert ids_of(state) == list(range(n))
+    np.testing.assert_array_equal(state.active_records()[1], table.t[:n])
+    np.testing.assert_allclose(state.residual, target.released - table.t[:n].sum(axis=0))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -449,7 +452,8 @@ def test_refresh_sequences_match_the_reference(s_key, start):
 # --------------------------------------------------------------------------------------------------
 class AcceptAll:
     """A generator whose uniforms are all ~0 (every finite ratio accepted, ``u_pick`` picks slot
-    or record 0) except the birth/death coins of its first call, which alternate."""
+    or record 0) except the birth/death coins of its first call, which alternate between a birth
+    and a coin of exactly 1/2, a death (a move is a birth iff its uniform is below 1/2)."""
 
     def __init__(self):
         self.calls = 0
@@ -457,7 +461,7 @@ class AcceptAll:
     def random(self, size):
         self.calls += 1
         if self.calls == 1:  # the birth/death coins
-            return np.resize([0.25, 0.75], size)
+            return np.resize([0.25, 0.5], size)
         return np.full(size, 1e-300)
 
 
@@ -483,7 +487,11 @@ def test_a_sweep_refreshes_every_position(unbounded, chunk_rows, monkeypatch):
     for _ in range(3):
         n = state.n
         positions = ids_of(state)
+        calls = len(target.propose.calls)
         state, info = kernels.sweep(target, state, rng, n_moves=0)
+        # one propose call per chunk of at most CHUNK_ROWS rows (one call if n fits)
+        drawn = target.propose.calls[calls:]
+        assert drawn == [min(chunk_rows, n - s) for s in range(0, n, chunk_rows)], drawn
         assert info.refresh_proposed == n and info.refresh_accepted == n
         assert info[2:] == (0, 0, 0, 0)
         after = ids_of(state)
@@ -493,10 +501,16 @@ def test_a_sweep_refreshes_every_position(unbounded, chunk_rows, monkeypatch):
     np.testing.assert_allclose(state.residual, -table.t[ids_of(state)].sum(axis=0))
 
 
-@pytest.mark.parametrize("chunk_rows", [2**14, 3], ids=["one-call", "chunked"])
-def test_sweep_counters_with_moves(chunk_rows, monkeypatch):
+@pytest.mark.parametrize(
+    "chunk_rows, calls",
+    [(2**14, [11]), (11, [11]), (9, [8, 3]), (3, [3, 3, 2, 2, 1])],
+    ids=["one-call", "one-call-exactly", "chunked-moves", "chunked"],
+)
+def test_sweep_counters_with_moves(chunk_rows, calls, monkeypatch):
     """Refresh of all records in position order (proposal ``k`` goes to position ``k``), then the
-    moves; every counter of :class:`SweepInfo` exact."""
+    moves; every counter of :class:`SweepInfo` exact. ``n + births = 11`` proposals: one
+    ``propose`` call if they fit in ``CHUNK_ROWS`` (equality included), else one call per chunk of
+    records, then one per chunk of moves (its births)."""
     monkeypatch.setattr(records, "CHUNK_ROWS", chunk_rows)
     wide = [pmdp.Laplace(scale=1e9), pmdp.Laplace(scale=1e9)]
     table = Table()
@@ -518,6 +532,7 @@ def test_sweep_counters_with_moves(chunk_rows, monkeypatch):
     assert ids_of(state) == expected and state.n == 8
     np.testing.assert_array_equal(state.active_records()[1], table.t[expected])
     assert sum(target.propose.calls) == 8 + 8 + 3  # init, refresh, births
+    assert target.propose.calls == [8, *calls]
 
 
 def test_outside_the_release_support_every_move_within_the_prior_support_is_accepted():
@@ -579,19 +594,23 @@ def test_kernel_log_densities_of_every_mechanism_kind_side_by_side():
 
     from pymc_unbounded_dp.kernels import _noise
 
-    # With numba's JIT off (the mutation run) a user-defined density cannot be called from the
-    # kernels (they call it through its compiled address): the custom column is left out there.
     # Three distinct user-defined mechanisms, so that each custom coordinate must reach its own
     # density (``shape_code - SHAPE_CUSTOM`` indexes a chain of compiled densities, k = 0, 1, 2).
-    custom = (
-        []
-        if numba.config.DISABLE_JIT
-        else [
-            truncated(),
-            truncated(name="unit normal", logp=_unit_normal_logp, numba_logp=_unit_normal_numba),
-            truncated(name="logistic", logp=_logistic_logp, numba_logp=_logistic_numba),
-        ]
-    )
+    # With numba's JIT off (the mutation run) the kernels cannot call a density through its
+    # compiled address; they call ``custom(x, k)`` as a plain function, which is then the
+    # mechanisms' own Python densities, indexed by k.
+    jit = not numba.config.DISABLE_JIT
+    custom = [
+        truncated(compiled=jit),
+        truncated(
+            name="unit normal",
+            logp=_unit_normal_logp,
+            numba_logp=_unit_normal_numba if jit else None,
+        ),
+        truncated(
+            name="logistic", logp=_logistic_logp, numba_logp=_logistic_numba if jit else None
+        ),
+    ]
 
     mechanisms = [
         pmdp.Laplace(scale=2.0),
@@ -602,6 +621,9 @@ def test_kernel_log_densities_of_every_mechanism_kind_side_by_side():
         *custom,
     ]  # epsilon != 1: scale != 1
     noise = NoiseArrays.of(mechanisms, [1] * len(mechanisms))
+    if not jit:
+        densities = [m.scalar_log_density.python for m in custom]
+        noise = noise._replace(custom=lambda x, k: densities[k](x))
     out_a, out_b = np.empty(len(mechanisms)), np.empty(len(mechanisms))
     a = np.array([1.0, -2.0, 3.0, -1.0, 2.0, 0.5, 1.7, 0.9])[: len(mechanisms)]
     b = np.array([-3.0, 0.5, -2.0, 4.0, -0.7, -1.5, -0.4, 2.6])[: len(mechanisms)]
@@ -634,3 +656,185 @@ def test_sweep_makes_no_birth_death_move_unless_asked():
     state, info = kernels.sweep(target, state, np.random.default_rng(2))
     assert info.refresh_proposed == 5 and state.n == 5
     assert (info.births_proposed, info.deaths_proposed) == (0, 0)
+
+
+def test_default_n_moves_is_one_per_record_and_at_least_ten():
+    assert [kernels.default_n_moves(n) for n in (0, 3, 9, 10, 11, 230)] == [10, 10, 10, 10, 11, 230]
+
+
+def test_outside_the_support_of_the_statistics_release_every_move_is_accepted():
+    """A released sum off the lattice of its discrete noise (``9.5``): ``eta_s`` is 0 at every
+    state, so every refresh proposal and every birth/death within the prior's support is accepted,
+    even at ``log u = 0`` (``_noise.log_ratio`` returns ``+inf`` from outside the support; a ratio
+    ``-inf - -inf = NaN`` would reject them all)."""
+    target, table = make_target("discrete", prior_key="poisson", released=(9.5, -4.0))
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    ref = Reference(
+        target, table, range(5), S_MECHANISMS["discrete"], N_MECHANISMS["discrete-laplace"], poisson
+    )
+    assert ref.residual()[0] % 1 == 0.5  # off the lattice of the first coordinate's noise
+    proposals = Proposals(*target.propose(5))
+    # (with numba's JIT off, as in the mutation run, NumPy warns at the -inf - -inf it discards)
+    with np.errstate(invalid="ignore"):
+        state, accepted = kernels.refresh(target, state, proposals, np.zeros(5))
+    assert accepted == 5
+    ref.ids = list(range(5, 10))
+    assert_state(state, ref)
+    # a death (record 0), then two births (slot 0): all accepted at log u = 0
+    with np.errstate(invalid="ignore"):
+        state, counts = kernels.birth_death(
+            target,
+            state,
+            np.array([False, True, True]),
+            Proposals(*target.propose(2)),
+            np.array([0.0, 0.0, 0.0]),
+            np.zeros(3),
+        )
+    ref.death(0)
+    ref.birth(10, 0)
+    ref.birth(11, 0)
+    assert counts.tolist() == [2, 2, 1, 1]
+    assert_state(state, ref)
+
+
+class _FakeCustom:
+    """A user-defined mechanism as :meth:`NoiseArrays.of` reads it (no PyMC, no numba)."""
+
+    def __init__(self, python):
+        self.kernel_parameters = (kernels._noise.SHAPE_CUSTOM, False, 1.0, 0.0)
+        self.scalar_log_density = kernels._noise.ScalarLogDensity(None, python)
+
+
+def _callback(density):
+    """The C callback the compiled kernels call, called from Python (works with the JIT off)."""
+    from pymc_unbounded_dp.kernels import _noise
+
+    return _noise.PythonLogDensity._CALLBACK(density.__wrapper_address__())
+
+
+def test_noise_arrays_number_distinct_user_defined_mechanisms_and_flag_laplace_only():
+    """Each distinct user-defined mechanism (by identity) gets its own index ``k`` in
+    ``SHAPE_CUSTOM + k``, in order of first appearance, and the table's ``custom(x, k)`` reaches
+    the ``k``-th one (and no other); ``laplace_only`` only for continuous Laplace coordinates."""
+    from pymc_unbounded_dp.kernels import _noise
+
+    a, b = _FakeCustom(lambda x: -abs(x)), _FakeCustom(lambda x: -2.0 * x * x)
+    noise = NoiseArrays.of([pmdp.Laplace(scale=1.0), a, b, a], [1, 2, 1, 1])
+    custom = _noise.SHAPE_CUSTOM
+    assert noise.shape_code.tolist() == [_noise.SHAPE_ABS, custom, custom, custom + 1, custom]
+    assert isinstance(noise.custom, _noise.PythonLogDensity)
+    call = _callback(noise.custom)
+    assert call(1.5, 0) == -1.5 and call(1.5, 1) == -4.5
+    noise.raise_errors()  # no error so far
+    assert np.isnan(call(1.5, 2))  # two distinct mechanisms only
+    with pytest.raises(RuntimeError, match="IndexError"):
+        noise.raise_errors()
+    assert NoiseArrays.of([pmdp.Laplace(scale=1.0), pmdp.Laplace(scale=3.0)], [1, 2]).laplace_only
+    for other in (pmdp.Gaussian(sigma=1.0), pmdp.DiscreteLaplace(scale=1.0), a):
+        assert not NoiseArrays.of([pmdp.Laplace(scale=1.0), other], [1, 1]).laplace_only
+    assert NoiseArrays.of([], []).custom is _noise._no_custom
+
+
+def test_a_python_log_density_reports_its_first_error_once():
+    """An exception inside a user-defined density returns NaN (the move is rejected) and the first
+    one is re-raised, once, by ``raise_errors``."""
+    from pymc_unbounded_dp.kernels import _noise
+
+    def broken(x):
+        raise ValueError(f"broken at {x}")
+
+    density = _noise.PythonLogDensity([lambda x: -abs(x), broken])
+    call = _callback(density)
+    assert call(-2.0, 0) == -2.0
+    density.raise_errors()  # nothing to report
+    assert np.isnan(call(2.0, 1)) and np.isnan(call(3.0, 1))
+    with pytest.raises(RuntimeError, match="broken at 2.0"):
+        density.raise_errors()
+    density.raise_errors()  # reported once
+
+
+@numba.njit
+def _laplace_numba(e):
+    return -abs(e) - np.log(2.0)
+
+
+def test_the_chain_of_user_defined_densities_calls_the_kth():
+    """``_noise._chain``: ``chained(x, k) = functions[k](x)`` for each ``k`` (the if-chain the
+    compiled kernels call for user-defined densities; a plain function with the JIT off)."""
+    from pymc_unbounded_dp.kernels import _noise
+
+    functions = (_unit_normal_numba, _logistic_numba, _laplace_numba)
+    chained = _noise._chain(functions)
+    single = _noise._chain(functions[:1])
+    for x in (-1.3, 0.4, 2.0):
+        for k, f in enumerate(functions):
+            assert chained(x, k) == pytest.approx(f(x), rel=1e-15)
+        assert single(x, 0) == pytest.approx(_unit_normal_numba(x), rel=1e-15)
+
+
+def test_outside_the_statistics_release_a_move_out_of_the_support_of_bounded_n_noise_is_accepted():
+    """Truncated Laplace noise (``|e| <= 5``) on ``n_dp = 10`` and a released sum off its noise's
+    lattice: from ``n = 5`` (inside ``eta_n``'s support, outside ``eta_s``'s) a death to ``n = 4``
+    also leaves ``eta_n``'s support. Outside the release's support every move within the prior's
+    support is accepted (the general ratio would be ``inf - inf = NaN``, a rejection)."""
+    from test_custom_mechanism import truncated
+
+    jit = not numba.config.DISABLE_JIT
+    n_mechanism = truncated(compiled=jit)
+    n_noise = NoiseArrays.of([n_mechanism], [1])
+    if not jit:  # the kernels call ``custom(x, k)`` as a plain function (see above)
+        n_noise = n_noise._replace(custom=lambda x, k: n_mechanism.scalar_log_density.python(x))
+    target, _ = make_target("discrete", prior_key="poisson", released=(9.5, -4.0), n_dp=10.0)
+    target = target._replace(n_noise=n_noise)
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    with np.errstate(invalid="ignore"):
+        state, counts = kernels.birth_death(
+            target,
+            state,
+            np.array([False]),
+            Proposals(*target.propose(0)),
+            np.zeros(1),
+            np.zeros(1),
+        )
+    assert counts.tolist() == [0, 0, 1, 1] and state.n == 4
+
+
+def test_buffers_grow_by_rows_with_many_released_coordinates():
+    """40 released coordinates, more than the 16 rows of the initial buffers: 30 accepted births
+    from ``n = 2`` grow the buffers by their rows (records), whatever the width."""
+    table = Table()
+    table.t = np.random.default_rng(5).integers(-3, 5, size=(400, 40)).astype(float)
+    target = RecordTarget(
+        released=np.zeros(40),
+        noise=NoiseArrays.of([pmdp.Laplace(scale=1e9)], [40]),
+        propose=Stub(table),
+        n_dp=30.0,
+        n_noise=NoiseArrays.of([pmdp.DiscreteLaplace(scale=3.0)], [1]),
+    )
+    state = kernels.init(target, 2, np.random.default_rng(0))
+    assert state.stats.shape == (16, 40)
+    born = Proposals(*target.propose(30))
+    state, counts = kernels.birth_death(
+        target, state, np.ones(30, dtype=bool), born, np.full(30, 0.999), np.full(30, -700.0)
+    )
+    assert counts.tolist() == [30, 30, 0, 0] and ids_of(state) == list(range(32))
+    np.testing.assert_array_equal(state.active_records()[1], table.t[:32])
+    np.testing.assert_array_equal(state.stats[:32], table.t[:32])
+
+
+def test_moves_to_where_the_prior_of_n_is_zero_are_rejected_also_from_outside_both_supports():
+    """From ``n = 1`` under the prior on ``3..9`` (``g(1) = 0``: a state the sampler never starts
+    from) and outside the statistics release's support: a birth to 2 and a death to 0 go where
+    ``g = 0`` and are rejected (module docstring), even at ``log u = -700``."""
+    target, _ = make_target("discrete", prior_key="bounded-poisson", released=(9.5, -4.0))
+    state = kernels.init(target, 1, np.random.default_rng(0))
+    with np.errstate(invalid="ignore"):  # -inf - -inf with the JIT off (see above)
+        state, counts = kernels.birth_death(
+            target,
+            state,
+            np.array([True, False]),
+            Proposals(*target.propose(1)),
+            np.zeros(2),
+            np.full(2, -700.0),
+        )
+    assert counts.tolist() == [0, 1, 0, 1] and state.n == 1

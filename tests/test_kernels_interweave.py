@@ -73,6 +73,7 @@ def test_nan_and_minus_inf_proposals_are_rejected():
     rng = ScriptedRng([[1.0], [-1.0]], [1e-300, 1e-300])
     state, info = rw.step(rng, state, log_density, rw.RWParams(np.eye(1), 1.0), n_steps=2)
     assert info.accepted == 0 and state.position.tolist() == [0.0]
+    assert info.accept_probability == 0.0  # a NaN ratio counts as probability 0, like -inf
 
 
 def test_full_refresh_keeps_the_current_value_and_carries_the_accepted_extra():
@@ -143,6 +144,13 @@ def test_steps_for_defaults_and_the_cost_rule():
     assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0, relative_cost=0.1) == 10
     assert rw.steps_for(3, 2.0, 20) == 8  # ceil(15 / 2)
     assert rw.steps_for(3, 0.0, 20) == 0 and rw.steps_for(3, 1e-9, 20) == 20
+    # a cost but no centred jump given: c = 0 by default, so any positive jump pays
+    assert rw.steps_for(1, 0.05, 20, relative_cost=0.1) == 20
+    assert rw.steps_for(1, 0.0, 20, relative_cost=0.1) == 0
+    assert rw.steps_for(1, 0.0, 20, centred_squared_jump=1.0) == 0  # no jump: never pays
+    # clipped below at one step: a jump of 5 d or more per step, or an infinite one
+    assert rw.steps_for(2, 10.0, 20) == 1 and rw.steps_for(2, 20.0, 20) == 1
+    assert rw.steps_for(2, math.inf, 20) == 1
 
 
 class ReferenceTuner:
@@ -209,11 +217,13 @@ def test_tuner_follows_the_documented_rule_exactly(adapt_steps):
     assert reference.window == 200  # three windows ended
 
 
+@pytest.mark.parametrize("spread", [1.0, 10.0])
 @pytest.mark.parametrize("margin, pays", [(1.02, True), (0.98, False)])
-def test_the_cost_rule_averages_the_centred_jumps_of_the_window(margin, pays):
+def test_the_cost_rule_averages_the_centred_jumps_of_the_window(margin, pays, spread):
     # One window of 25 updates, one step each; no centred jump at the first update (as in the
     # sampler), so the centred mean squared jump averages 24 values. The move pays iff
-    # e = q > relative_cost * c = r: q sits 2% above or below it.
+    # e = q > relative_cost * c = r: q sits 2% above or below it. Both are whitened by the
+    # window's precision (about 1 / spread^2), which cancels in the comparison.
     r = 0.3
     for relative_cost in (1.0, None):
         kwargs = {} if relative_cost is None else {"relative_cost": relative_cost}
@@ -221,6 +231,46 @@ def test_the_cost_rule_averages_the_centred_jumps_of_the_window(margin, pays):
         q = margin * r
         for it in range(rw.Tuner.first_window):
             info = rw.RWInfo(1, 1, 0.0, 0.234, np.array([[q]]))
-            tuner.update(np.array([(-1.0) ** it]), info, None if it == 0 else np.array([r**0.5]))
+            centred = None if it == 0 else np.array([r**0.5])
+            tuner.update(np.array([spread * (-1.0) ** it]), info, centred)
         # the default relative cost is 0: every move with a positive jump pays
         assert (tuner.final_steps() > 0) == (pays or relative_cost is None), relative_cost
+
+
+def _window_precision(positions):
+    """The precision the tuner whitens with at the end of a one-dimensional window."""
+    m = len(positions)
+    covariance = m / (m + 5.0) * np.var(positions, ddof=1) + 1e-3 * 5.0 / (m + 5.0)
+    return 1.0 / covariance
+
+
+@pytest.mark.parametrize(
+    "steps_at, jump, cost, centred_at, expected",
+    [
+        ({7}, 0.5, 1.0, set(), "ceil"),  # no centred jump: c = 0, a positive jump pays
+        ({7}, 0.0, None, set(), 0),  # no accepted jump: never pays
+        ({7}, 0.0, None, set(range(1, 25)), 0),  # ... also under the default cost 0
+        (set(), 0.0, None, set(), 0),  # no step at all in the window
+        ({7}, 0.5, 1.0, {3}, 0),  # one centred jump, c = 1.5 e: does not pay
+    ],
+    ids=["no-centred-jump", "no-jump", "no-jump-default-cost", "no-step", "one-centred-jump"],
+)
+def test_the_tuner_with_few_steps_or_centred_jumps(steps_at, jump, cost, centred_at, expected):
+    """``Tuner.update``'s ``centred_jump`` is optional and an iteration may make no step: the
+    window's mean squared jumps are over the steps made and the centred jumps given (here at most
+    one of each; none counts as 0)."""
+    positions = [1.0 + 0.5 * (-1.0) ** it + 0.01 * it for it in range(rw.Tuner.first_window)]
+    tuner = rw.Tuner(
+        1, n_steps=1, max_steps=10**6, **({} if cost is None else {"relative_cost": cost})
+    )
+    centred = math.sqrt(0.75)  # squared: 1.5 times the jump 0.5
+    for it, position in enumerate(positions):
+        proposed = int(it in steps_at)
+        info = rw.RWInfo(proposed, proposed, 0.0, 0.234 * proposed, np.array([[jump * proposed]]))
+        tuner.update(np.array([position]), info, np.array([centred]) if it in centred_at else None)
+    e = _window_precision(positions) * jump  # over one step
+    assert tuner.final_steps() == (math.ceil(5.0 / e) if expected == "ceil" else expected)
+
+
+def test_steps_for_a_nan_jump_is_the_most_steps():
+    assert rw.steps_for(2, math.nan, 20) == 20
