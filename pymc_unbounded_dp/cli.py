@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -271,11 +270,6 @@ def _writable_folder(path: Path, option: str = "--out") -> Path:
     return path
 
 
-def _quiet_pymc() -> None:
-    for name in ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-
-
 # -- demo ----------------------------------------------------------------------------------------
 
 
@@ -412,7 +406,6 @@ def _reproduce(args, out=None) -> int:
         file=out,
         flush=True,
     )
-    _quiet_pymc()
     if args.report_only:
         done = store.done()
         records = [store.load(f.key) for f in grid if f.key in done]

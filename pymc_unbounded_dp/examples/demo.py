@@ -157,13 +157,13 @@ def save_demo(result: DemoResult, folder) -> list[Path]:
     if not result.bounded:
         references["n"] = [{"ref_val": float(release.n)}]
     for name, plot in (
-        ("figures/posteriors.png", _plot_posterior),
+        ("figures/posteriors.png", lambda *a: _plot_posterior(*a, references)),
         ("figures/trace.png", _plot_trace),
     ):
         with warnings.catch_warnings():
             # ArviZ 0.x calls a Matplotlib helper that Matplotlib 3.11 deprecates; not ours to fix
             warnings.filterwarnings("ignore", message=".*alias_mapping to normalize_kwargs")
-            figure = plot(az, result.idata, shown, references)
+            figure = plot(az, result.idata, shown)
         figure.savefig(paths[name], dpi=100)
         plt.close(figure)
     return list(paths.values())
@@ -183,7 +183,7 @@ def _plot_posterior(az, idata, names, references):
     return _figure(az.plot_dist(idata, var_names=names, ci_prob=PROB))
 
 
-def _plot_trace(az, idata, names, references):
+def _plot_trace(az, idata, names):
     """Traces, one line per chain."""
     if az.__version__.startswith("0."):
         return _figure(az.plot_trace(idata, var_names=names))

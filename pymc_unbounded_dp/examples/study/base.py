@@ -128,14 +128,15 @@ class Workload(ABC):
     def settings(self) -> dict:
         """The options that change a fit's result: a stored fit made with others is not reused."""
         values = dataclasses.asdict(self)
-        return {k: _jsonable(v) for k, v in values.items() if k not in self.grid_fields}
+        return {k: jsonable(v) for k, v in values.items() if k not in self.grid_fields}
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` with tuples as lists and non-finite floats as strings (for JSON)."""
     if isinstance(value, tuple | list):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value

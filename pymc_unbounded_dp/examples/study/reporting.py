@@ -17,11 +17,12 @@ Examples
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from pymc_unbounded_dp.examples.study.base import jsonable
 
 __all__ = ["coverage_table", "markdown", "mean_table", "write_report"]
 
@@ -109,7 +110,7 @@ def write_report(
         f"# {name}: {len(records)} fits",
         "",
         f"Settings: {json.dumps(study.settings())}; grid: "
-        f"{json.dumps({k: _plain(getattr(study, k)) for k in study.grid_fields})}.",
+        f"{json.dumps({k: jsonable(getattr(study, k)) for k in study.grid_fields})}.",
         "",
         f"Fit time: {fit_seconds / 60:.1f} min in total"
         + (f"; this run: {elapsed / 60:.1f} min wall." if elapsed is not None else "."),
@@ -124,14 +125,6 @@ def write_report(
         paths["figure"].parent.mkdir(exist_ok=True)
         figure.savefig(paths["figure"], dpi=90)
     return paths
-
-
-def _plain(value):
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
 
 
 def coverage_figure(per_fit: pd.DataFrame):
