@@ -356,20 +356,28 @@ def _dirichlet_gradient_hessian(u, log_sum, n, a, b):
     return gradient, hessian
 
 
+def _ascent_step(gradient, hessian) -> np.ndarray:
+    """Newton's step ``u -> u - step`` where it ascends, else a gradient step of at most 1 per
+    coordinate (where the Hessian is singular or not negative definite)."""
+    try:
+        step = np.linalg.solve(hessian, gradient)
+        if gradient @ step <= 0:
+            return step
+    except np.linalg.LinAlgError:
+        pass
+    return -gradient / max(1.0, float(np.abs(gradient).max()))
+
+
 def _dirichlet_mode(u, log_sum, n, a, b, tolerance=1e-10, max_iterations=200):
     """Mode of the log-alpha conditional by damped Newton, and the Hessian there."""
     value = _dirichlet_log_target(u, log_sum, n, a, b)
     for _ in range(max_iterations):
-        gradient, hessian = _dirichlet_gradient_hessian(u, log_sum, n, a, b)
-        try:
-            step = np.linalg.solve(hessian, gradient)
-        except np.linalg.LinAlgError:
-            step = -gradient * 1e-3
-        if gradient @ step > 0:  # not an ascent direction (Hessian not negative definite here)
-            step = -gradient / max(1.0, float(np.abs(gradient).max()))
+        step = _ascent_step(*_dirichlet_gradient_hessian(u, log_sum, n, a, b))
         while True:
             candidate = u - step
-            new_value = _dirichlet_log_target(candidate, log_sum, n, a, b)
+            # a long step can overflow exp(u): the value is then not finite and the step is halved
+            with np.errstate(over="ignore", invalid="ignore"):
+                new_value = _dirichlet_log_target(candidate, log_sum, n, a, b)
             if new_value >= value - 1e-12 or np.abs(step).max() < 1e-14:
                 break
             step = step / 2.0

@@ -197,8 +197,11 @@ def test_bad_input():
         conjugate.ConjugateGibbs(["theta"], 3, model=model)
     point = model.initial_point()
     wrong_key = conjugate.ConjugateGibbs(["theta"], lambda *a: {"p": 0.5}, model=model)
-    with pytest.raises(ValueError, match="exactly"):
+    with pytest.raises(ValueError, match=r"exactly \['theta'\]; got \['p'\]"):
         wrong_key.step(point)
+    not_a_dict = conjugate.ConjugateGibbs(["theta"], lambda *a: [0.5], model=model)
+    with pytest.raises(ValueError, match=r"exactly \['theta'\]; got list"):
+        not_a_dict.step(point)
     wrong_shape = conjugate.ConjugateGibbs(["theta"], lambda *a: {"theta": [0.5, 0.5]}, model=model)
     with pytest.raises(ValueError, match="shape"):
         wrong_shape.step(point)
@@ -477,6 +480,36 @@ def test_dirichlet_mode_is_the_mode():
     gradient, expected = _dirichlet_gradient_hessian(mode, log_sum, n, 1.0, 0.1)
     assert np.abs(gradient).max() < 1e-8
     np.testing.assert_allclose(hessian, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("start", [[3.0, -4.0, 2.0], [-8.0, 0.0, 3.0]])
+def test_dirichlet_mode_from_where_newtons_step_descends(start):
+    """Where the Hessian of the log target is not negative definite Newton's step can point
+    downhill; the search takes a gradient step there instead and still ends at the mode."""
+    from pymc_unbounded_dp.conjugate import _dirichlet_gradient_hessian, _dirichlet_mode
+
+    log_sum, n = np.log(DIRICHLET_X).sum(axis=0), 25.0
+    gradient, hessian = _dirichlet_gradient_hessian(np.array(start), log_sum, n, 1.0, 0.1)
+    assert np.linalg.eigvalsh(hessian).max() > 0
+    assert gradient @ np.linalg.solve(hessian, gradient) > 0  # u - step would descend
+    expected, _ = _dirichlet_mode(np.zeros(3), log_sum, n, 1.0, 0.1)
+    mode, _ = _dirichlet_mode(np.array(start), log_sum, n, 1.0, 0.1)
+    np.testing.assert_allclose(mode, expected, atol=1e-9)
+    assert np.abs(_dirichlet_gradient_hessian(mode, log_sum, n, 1.0, 0.1)[0]).max() < 1e-8
+
+
+def test_the_mode_search_steps_by_newton_where_it_ascends_else_by_the_scaled_gradient():
+    """``u -> u - step``: Newton's ``H^-1 g`` where ``g . H^-1 g <= 0``; else (Hessian not negative
+    definite, or singular) ``-g / max(1, max_j |g_j|)``, a gradient step of at most 1."""
+    from pymc_unbounded_dp.conjugate import _ascent_step
+
+    g = np.array([0.5, -2.0, 4.0])
+    hessian = -np.diag([2.0, 4.0, 8.0])
+    np.testing.assert_allclose(_ascent_step(g, hessian), np.linalg.solve(hessian, g), rtol=1e-15)
+    for not_negative_definite in (np.diag([2.0, 4.0, 8.0]), np.zeros((3, 3))):
+        np.testing.assert_allclose(_ascent_step(g, not_negative_definite), -g / 4.0, rtol=1e-15)
+    small = g / 10.0
+    np.testing.assert_allclose(_ascent_step(small, np.zeros((3, 3))), -small, rtol=1e-15)
 
 
 @pytest.mark.parametrize("chisquare, normals", [(2.0, [1.5, -1.0, 0.8]), (5.0, [-2.0, 0.5, 1.2])])
