@@ -1,0 +1,197 @@
+"""The PyMC glue of the augmentation steps (``pymc_unbounded_dp.steps``), iteration by iteration.
+
+``RecordsStep.step`` is replayed from the public kernels (``kernels.init`` / ``kernels.sweep`` with
+a generator seeded alike): the moves per iteration (about one per record of the current ``n``
+during tuning, then fixed at the last tuning value), the ``n`` written into the point, the records
+written into the model's containers, the acceptance-rate statistics, the kept records (every
+``keep_records``-th draw after tuning, as copies), records written by another step being taken over.
+``ReleaseLogLikelihood`` is checked against the noise densities written out here. Fast: the steps
+are driven directly, without ``pm.sample``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import kernels
+from pymc_unbounded_dp._compile import compile_model
+
+pytestmark = pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS:UserWarning")
+
+EPS_N, EPS_S, N_DP, S_DP = 0.5, 1.0, 30, 12.3
+
+
+@pytest.fixture(scope="module")
+def unbounded():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=EPS_N))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=EPS_S), observed=S_DP)
+    return model
+
+
+@pytest.fixture(scope="module")
+def bounded():
+    """A known ``n`` and a two-coordinate release (array-valued log-likelihood)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=12)
+        statistic = pm.math.stack([pm.math.clip(x, -2, 2), pm.math.clip(x, -2, 2) ** 2], axis=1)
+        pmdp.PrivatizedSum(
+            "s", statistic, pmdp.Laplace(scale=2.0, sensitivity=6.0), observed=[3.0, 10.0]
+        )
+    return model
+
+
+def rate(accepted, proposed):
+    return accepted / proposed if proposed else math.nan
+
+
+def assert_same(actual, expected):
+    assert actual == expected or (math.isnan(actual) and math.isnan(expected)), (actual, expected)
+
+
+def drive(step, point, tune: int, draws: int, seed: int):
+    """Run a records step as PyMC does: a chain's rng, ``tune`` tuning iterations, then draws."""
+    step.set_rng(seed)
+    step.reset_tuning()
+    outputs = []
+    for i in range(tune + draws):
+        if i == tune:
+            step.stop_tuning()
+        point, (stats,) = step.step(point)
+        outputs.append(
+            (point, stats, [r.copy() for r in step.compiled.tables[0].current_records()])
+        )
+    return outputs
+
+
+@pytest.mark.parametrize("n_moves", [None, 4], ids=["adapted", "fixed"])
+def test_the_records_step_is_the_kernel_sweep_with_the_documented_schedule(unbounded, n_moves):
+    with unbounded:
+        step = pmdp.ReversibleJump(n_moves=n_moves, interweave=False, keep_records=3)
+    records_step = step.records_step
+    point = unbounded.initial_point()
+    point["theta_logodds__"] = np.asarray(0.4)
+    tune, draws, seed = 5, 8, 123
+    outputs = drive(records_step, dict(point), tune, draws, seed)
+
+    table = compile_model(unbounded).tables[0]
+    target = table.record_target(point)
+    rng = np.random.default_rng(seed)
+    state = kernels.init(target, table.n_at(point), rng)
+    moves = kernels.default_n_moves(state.n) if n_moves is None else n_moves
+    kept = 0
+    for i, (new_point, stats, container) in enumerate(outputs):
+        tuning = i < tune
+        if n_moves is None and tuning:
+            moves = kernels.default_n_moves(state.n)
+        state, info = kernels.sweep(target, state, rng, moves)
+        assert int(new_point["n"]) == state.n
+        assert float(new_point["theta_logodds__"]) == 0.4
+        np.testing.assert_array_equal(container[0], state.active_records()[0])
+        assert stats["tune"] is tuning
+        assert stats["n_moves"] == moves
+        assert_same(
+            stats["refresh_accept_rate"], rate(info.refresh_accepted, info.refresh_proposed)
+        )
+        assert_same(stats["birth_accept_rate"], rate(info.births_accepted, info.births_proposed))
+        assert_same(stats["death_accept_rate"], rate(info.deaths_accepted, info.deaths_proposed))
+        if not tuning and (i - tune) % 3 == 0:  # a copy: later sweeps must not change it
+            np.testing.assert_array_equal(stats["records"]["x"], state.active_records()[0])
+            kept += 1
+        else:
+            assert stats["records"] is None
+    assert kept == 3  # draws 0, 3 and 6 of 8
+    if n_moves is None:  # the schedule really adapted: n moved during tuning
+        assert len({s["n_moves"] for _, s, _ in outputs[:tune]}) > 1 or outputs[0][0]["n"] != N_DP
+
+
+def test_a_new_chain_starts_afresh(unbounded):
+    """``set_rng`` (every chain) resets the state, the moves and the keep counter: the same seed
+    gives the same chain, another seed another."""
+    with unbounded:
+        step = pmdp.ReversibleJump(interweave=False, keep_records=2)
+    point = unbounded.initial_point()
+    first = drive(step.records_step, dict(point), 3, 4, 9)
+    again = drive(step.records_step, dict(point), 3, 4, 9)
+    other = drive(step.records_step, dict(point), 3, 4, 10)
+    for (p1, s1, c1), (p2, s2, c2) in zip(first, again):
+        assert int(p1["n"]) == int(p2["n"]) and s1["n_moves"] == s2["n_moves"]
+        np.testing.assert_array_equal(c1[0], c2[0])
+        assert (s1["records"] is None) == (s2["records"] is None)
+    assert any(
+        int(p1["n"]) != int(p3["n"]) or not np.array_equal(c1[0], c3[0])
+        for (p1, _, c1), (p3, _, c3) in zip(first, other)
+    )
+
+
+def test_records_written_by_another_step_are_taken_over(bounded):
+    """Another step (the interweaving move) may write records of the same ``n`` into the
+    containers between iterations; the next sweep starts from them."""
+    with bounded:
+        step = pmdp.DataAugmentation(interweave=False)
+    records_step = step.records_step
+    table = compile_model(bounded).tables[0]
+    point = bounded.initial_point()
+    records_step.set_rng(3)
+    point, _ = records_step.step(point)
+    written = np.linspace(-3.0, 3.0, 12)
+    table.set_records([written])
+    point, (stats,) = records_step.step(point)
+    swept = table.current_records()[0].copy()
+
+    rng = np.random.default_rng(3)  # the replay (after the step: they share the proposal's rng)
+    target = table.record_target(point)
+    state = kernels.init(target, 12, rng)
+    state, _ = kernels.sweep(target, state, rng, 0)
+    state.records[0][:12] = written
+    state.stats[:12] = table.statistics([written])
+    state, info = kernels.sweep(target, state, rng, 0)
+    np.testing.assert_array_equal(swept, state.active_records()[0])
+    assert stats["refresh_accept_rate"] == info.refresh_accepted / 12
+    assert 0 < info.refresh_accepted < 12
+    assert "n_moves" not in stats and "birth_accept_rate" not in stats
+    table.set_records([np.zeros(11)])
+    with pytest.raises(RuntimeError, match="resized by another step"):
+        records_step.step(point)
+
+
+def log_discrete_laplace(k, epsilon):
+    return math.log(math.tanh(epsilon / 2)) - epsilon * abs(k)
+
+
+def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, bounded):
+    with unbounded:
+        step = pmdp.ReversibleJump(interweave=False, log_likelihood=True)
+    records_step, loglik = step.records_step, step.methods[-1]
+    records_step.set_rng(4)
+    point, _ = records_step.step(unbounded.initial_point())
+    _, (stats,) = loglik.step(point)
+    x = compile_model(unbounded).tables[0].current_records()[0]
+    n = int(point["n"])
+    assert x.shape == (n,)
+    assert set(stats) == {"log_likelihood_s", "log_likelihood_n_dp"}
+    expected_s = -math.log(2.0 / EPS_S) - EPS_S * abs(S_DP - x.sum())
+    assert stats["log_likelihood_s"] == pytest.approx(expected_s, rel=1e-12)
+    assert stats["log_likelihood_n_dp"] == pytest.approx(
+        log_discrete_laplace(N_DP - n, EPS_N), rel=1e-12
+    )
+
+    with bounded:
+        step = pmdp.DataAugmentation(interweave=False, log_likelihood=True)
+    step.records_step.set_rng(4)
+    point, _ = step.records_step.step(bounded.initial_point())
+    _, (stats,) = step.methods[-1].step(point)
+    x = compile_model(bounded).tables[0].current_records()[0]
+    v = np.clip(x, -2, 2)
+    totals = np.array([v.sum(), (v**2).sum()])
+    expected = -math.log(4.0) - np.abs(np.array([3.0, 10.0]) - totals) / 2.0
+    assert set(stats) == {"log_likelihood_s"}
+    np.testing.assert_allclose(stats["log_likelihood_s"], expected, rtol=1e-12)
