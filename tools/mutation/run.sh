@@ -17,7 +17,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -eq 0 ]; then
   set -- tools/mutation/interweave_kernel.toml tools/mutation/kernels.toml \
-         tools/mutation/conjugate.toml tools/mutation/noncentred.toml
+         tools/mutation/conjugate.toml tools/mutation/noncentred.toml \
+         tools/mutation/steps.toml tools/mutation/mcem_objective.toml
 fi
 work=/tmp/pmdp-mutation
 sock=/tmp/pmdp-mutation.sock
