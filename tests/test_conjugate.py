@@ -205,6 +205,15 @@ def test_bad_input():
     wrong_shape = conjugate.ConjugateGibbs(["theta"], lambda *a: {"theta": [0.5, 0.5]}, model=model)
     with pytest.raises(ValueError, match="shape"):
         wrong_shape.step(point)
+    # a vector variable: a shorter vector and a scalar are refused as well as a longer vector
+    with pm.Model() as vector_model:
+        m = pm.Normal("m", 0.0, 1.0, shape=3)
+        x = pmdp.Records("x", pm.Normal.dist(m.sum(), 1.0), n=4)
+        pmdp.PrivatizedSum("s", pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=0.2)
+    for returned, shape in (([0.1, 0.2], r"\(2,\)"), (0.1, r"\(\)"), ([0.1] * 4, r"\(4,\)")):
+        step = conjugate.ConjugateGibbs(["m"], lambda *a, r=returned: {"m": r}, model=vector_model)
+        with pytest.raises(ValueError, match=rf"shape {shape} for 'm', the model's variable has"):
+            step.step(vector_model.initial_point())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -510,6 +519,9 @@ def test_the_mode_search_steps_by_newton_where_it_ascends_else_by_the_scaled_gra
         np.testing.assert_allclose(_ascent_step(g, not_negative_definite), -g / 4.0, rtol=1e-15)
     small = g / 10.0
     np.testing.assert_allclose(_ascent_step(small, np.zeros((3, 3))), -small, rtol=1e-15)
+    # Newton's step descends, if only slightly (g . H^-1 g = 0.5): not taken
+    e1 = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(_ascent_step(e1, np.diag([2.0, 4.0, 8.0])), -e1, rtol=1e-15)
 
 
 @pytest.mark.parametrize("chisquare, normals", [(2.0, [1.5, -1.0, 0.8]), (5.0, [-2.0, 0.5, 1.2])])
