@@ -35,7 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytensor.scalar as ps
 from pymc.distributions.censored import CensoredRV
-from pymc.distributions.continuous import KumaraswamyRV, TruncatedNormalRV, WeibullBetaRV
+from pymc.distributions.continuous import (
+    HalfCauchyRV,
+    KumaraswamyRV,
+    TruncatedNormalRV,
+    WeibullBetaRV,
+)
 from pymc.distributions.discrete import DiscreteUniformRV
 from pymc.distributions.distribution import SymbolicRandomVariable
 from pymc.distributions.truncated import TruncatedRV
@@ -283,6 +288,7 @@ _SUPPORTS: dict[type, Callable] = {
             ptr.basic.WaldRV,
             ptr.basic.WeibullRV,
             WeibullBetaRV,
+            HalfCauchyRV,  # PyMC's own (scale only); pytensor's takes a location, above
         )
     },
 }

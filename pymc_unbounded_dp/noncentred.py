@@ -90,13 +90,15 @@ def _location_scale_table() -> dict[type, _LocationScale]:
         ptr.basic.CauchyRV: _LocationScale(0, 1),
         ptr.basic.GumbelRV: _LocationScale(0, 1),
         ptr.basic.HalfNormalRV: _LocationScale(0, 1),
-        ptr.basic.HalfCauchyRV: _LocationScale(0, 1),
         ptr.basic.ExponentialRV: _LocationScale(None, 0),
         ptr.basic.GammaRV: _LocationScale(None, 1),
         ptr.basic.LogNormalRV: _LocationScale(0, 1, log=True),
         ptr.basic.UniformRV: _LocationScale(0, 1, bounds=True),
     }
-    weibull = getattr(pm.distributions.continuous, "WeibullBetaRV", None)
+    # PyMC's own symbolic random variables (their parameters in PyMC's order)
+    continuous = pm.distributions.continuous
+    table[continuous.HalfCauchyRV] = _LocationScale(None, 0)
+    weibull = getattr(continuous, "WeibullBetaRV", None)
     if weibull is not None:
         table[weibull] = _LocationScale(None, 1)
     return table
@@ -264,11 +266,11 @@ class Form:
 def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
     rv = spec.rv
     op = rv.owner.op
-    if not isinstance(op, RandomVariable):
+    location_scale = _LOCATION_SCALE.get(type(op))
+    if not isinstance(op, RandomVariable) and location_scale is None:
         return None
     params = list(op.dist_params(rv.owner))
     varying = [bool(depends_on(p, moving + record_rvs)) for p in params]
-    location_scale = _LOCATION_SCALE.get(type(op))
     if location_scale is not None and not any(
         v for i, v in enumerate(varying) if i not in (location_scale.loc, location_scale.scale)
     ):

@@ -14,7 +14,13 @@ from scipy import stats
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.blocks import records_in_containers
-from pymc_unbounded_dp.noncentred import describe_forms, discrete_quantile
+from pymc_unbounded_dp.noncentred import (
+    _DiscreteQuantile,
+    _has,
+    _is_discrete,
+    describe_forms,
+    discrete_quantile,
+)
 
 ROWS = 4000  # records drawn to check the law of the ancillaries
 
@@ -42,6 +48,12 @@ FAMILIES = {
     "gumbel": (lambda a, b: pm.Gumbel.dist(a, b), "location-scale", stats.gumbel_r()),
     "cauchy": (lambda a, b: pm.Cauchy.dist(a, b), "location-scale", stats.cauchy()),
     "half-normal": (lambda a, b: pm.HalfNormal.dist(b), "location-scale", stats.halfnorm()),
+    "half-cauchy": (lambda a, b: pm.HalfCauchy.dist(b), "location-scale", stats.halfcauchy()),
+    "weibull": (
+        lambda a, b: pm.Weibull.dist(alpha=2.0, beta=b),
+        "location-scale",
+        stats.weibull_min(2.0),
+    ),
     "exponential": (lambda a, b: pm.Exponential.dist(b), "location-scale", stats.expon()),
     "gamma-rate": (lambda a, b: pm.Gamma.dist(3.0, b), "location-scale", stats.gamma(3.0)),
     "lognormal": (lambda a, b: pm.LogNormal.dist(a, b), "location-scale", stats.norm()),
@@ -191,3 +203,112 @@ def test_discrete_quantile_matches_scipy(mu):
     hint = rng.integers(0, 200, size=500)
     k = discrete_quantile(lambda k, m: stats.poisson.cdf(k, m), u, hint, [np.float64(mu)])
     np.testing.assert_array_equal(k, stats.poisson.ppf(u, mu).astype(int))
+
+
+def counting(cdf, limit=2000):
+    """``cdf`` that fails after ``limit`` calls: a search that does not end fails, not hangs."""
+    calls = [0]
+
+    def counted(k, *params):
+        calls[0] += 1
+        assert calls[0] <= limit, "the quantile search does not end"
+        return cdf(k, *params)
+
+    return counted
+
+
+def poisson_cdf(k, mu):
+    return stats.poisson.cdf(k, mu)
+
+
+def brute_force_quantile(u, mu):
+    """``min {k >= 0 : F(k) >= u}`` by scanning the whole table of ``F``."""
+    table = stats.poisson.cdf(np.arange(1000), mu)
+    return np.array([int(np.argmax(table >= v)) for v in np.ravel(u)]).reshape(np.shape(u))
+
+
+@pytest.mark.parametrize(
+    "mu, hints",
+    [
+        (6.0, "above"),
+        (6.0, "next"),
+        (6.0, "below"),
+        (6.0, "zero"),
+        (6.0, "negative"),
+        (40.0, "mixed"),
+    ],
+)
+def test_discrete_quantile_at_the_cdf_values_themselves(mu, hints):
+    """``u = F(j)`` exactly gives ``j`` (the smallest ``k`` with ``F(k) >= u``, so ties count as
+    reached), searched upwards only, downwards only or both, from the next integer, and from hints
+    at or below zero."""
+    j = np.arange(0, 2 * int(mu))  # where F still grows in floating point
+    u = stats.poisson.cdf(j, mu)
+    np.testing.assert_array_equal(brute_force_quantile(u, mu), j)
+    rng = np.random.default_rng(1)
+    hint = {
+        "above": j + rng.integers(1, 50, size=j.size),
+        "next": j + 1,  # F(hint - 1) = u: reached already below the hint
+        "below": np.zeros_like(j),
+        "zero": np.zeros_like(j),
+        "negative": np.full_like(j, -5),
+        "mixed": rng.integers(-3, 200, size=j.size),
+    }[hints]
+    if hints == "above":
+        u, j, hint = u[1:], j[1:], hint[1:]
+    np.testing.assert_array_equal(
+        discrete_quantile(counting(poisson_cdf), u, hint, [np.float64(mu)]), j
+    )
+    # between the table's values: the next j
+    inner = (u[:-1] + u[1:]) / 2
+    np.testing.assert_array_equal(
+        discrete_quantile(counting(poisson_cdf), inner, hint[1:], [np.float64(mu)]), j[1:]
+    )
+    np.testing.assert_array_equal(brute_force_quantile(inner, mu), j[1:])
+
+
+def test_discrete_quantile_has_none_at_or_above_one():
+    """``u >= 1`` has no quantile: -1, the caller's impossible move (never a search that hangs)."""
+    u = np.array([1.0, 1.5, 0.5, 1.0 + 1e-12])
+    k = discrete_quantile(counting(poisson_cdf), u, np.array([3, 0, 7, 100]), [np.float64(2.0)])
+    np.testing.assert_array_equal(k, [-1, -1, brute_force_quantile(0.5, 2.0), -1])
+
+
+def test_discrete_quantile_op_output_has_the_ndim_of_u():
+    """The op's output type follows ``u`` (the records), not the parameters' rank."""
+    op = _DiscreteQuantile("Poisson", poisson_cdf)
+    node = op.make_node(pt.dvector("u"), pt.lvector("hint"), pt.dscalar("mu"))
+    assert node.outputs[0].type.ndim == 1
+    node = op.make_node(pt.dmatrix("u"), pt.lmatrix("hint"), pt.dvector("mu"))
+    assert node.outputs[0].type.ndim == 2
+
+
+def test_which_distributions_count_as_discrete_and_which_have_a_quantile_function():
+    assert _is_discrete(pt.lvector()) and _is_discrete(pt.vector(dtype="uint8"))
+    assert _is_discrete(pt.vector(dtype="bool"))
+    assert not _is_discrete(pt.dvector()) and not _is_discrete(pt.fvector())
+    rv = pm.Normal.dist(0.0, 1.0, shape=3)
+    assert _has(pm.icdf, rv)
+
+    def fails(rv, value):
+        raise TypeError("expects a scalar value")
+
+    assert not _has(fails, rv)
+
+
+@pytest.mark.parametrize(
+    "record_dist, observed",
+    [
+        # logcdf but no icdf: no inverse-cdf form (both are needed)
+        (lambda a, b: pm.Wald.dist(mu=a, lam=b), 0.0),
+        (lambda a, b: pm.ExGaussian.dist(mu=0.0, sigma=1.0, nu=a), 0.0),
+        # records with their own axis (ndim 2) that are neither Dirichlet nor multivariate normal
+        (lambda a, b: pm.Beta.dist(a, b, shape=(2,)), np.zeros(2)),
+    ],
+    ids=["wald", "ex-gaussian", "beta-pairs"],
+)
+def test_records_without_both_cdf_and_quantile_or_with_their_own_axis_have_no_form(
+    record_dist, observed
+):
+    model = one_table(record_dist, n=5, observed=observed)
+    assert describe_forms(model, compile_model(model).blocks) == {"x": None}

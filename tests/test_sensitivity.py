@@ -36,6 +36,8 @@ def records():
             "d": pmdp.Records("d", pm.DiscreteUniform.dist(1, 6), n=n),
             "p": pmdp.Records("p", pm.Poisson.dist(3), n=n),
             "r": pmdp.Records("r", pm.Beta.dist(2, 2), n=n),
+            "hc": pmdp.Records("hc", pm.HalfCauchy.dist(2.0), n=n),
+            "wb": pmdp.Records("wb", pm.Weibull.dist(alpha=2.0, beta=1.0), n=n),
             "X": pmdp.Records("X", pm.Normal.dist(0, 1, shape=2), n=n),
         }
         X = found["X"]
@@ -72,6 +74,9 @@ CASES = {
     "Uniform": (lambda r: r["u"], -2, 3),
     "DiscreteUniform": (lambda r: r["d"], 1, 6),
     "Poisson": (lambda r: r["p"], 0, INF),
+    "HalfCauchy": (lambda r: r["hc"], 0, INF),
+    "clipped HalfCauchy": (lambda r: pt.minimum(r["hc"], 4), 0, 4),
+    "clipped Weibull": (lambda r: pt.minimum(r["wb"], 4), 0, 4),
     "clipped Poisson": (lambda r: pt.minimum(r["p"], 10), 0, 10),
     "Normal": (lambda r: r["x"], -INF, INF),
     "y | X, Bernoulli": (lambda r: r["y"], 0, 1),
