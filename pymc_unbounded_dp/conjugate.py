@@ -188,7 +188,9 @@ class ConjugateGibbs(BlockedStep):
         self.set_rng(rng)
 
     def reset_tuning(self) -> None:
-        pass
+        """Called by PyMC at the start of each chain: the chain tunes again (``stop_tuning`` ends
+        it), also for the next chain of ``cores=1`` run through this step."""
+        self.tune = True
 
     @staticmethod
     def competence(var, has_grad):

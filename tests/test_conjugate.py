@@ -187,6 +187,20 @@ def test_values_are_written_on_the_transformed_scale():
     assert point["scale_interval__"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_the_tune_stat_follows_each_chains_tuning():
+    """PyMC calls ``reset_tuning`` at the start of every chain and ``stop_tuning`` after its tuning
+    draws; with ``cores=1`` the chains run one after another through the same step object."""
+    model = bernoulli_model(30)
+    step = conjugate.ConjugateGibbs(["theta"], beta_update, model=model)
+    point = model.initial_point()
+    assert step.step(point)[1] == [{"tune": True}]  # a new step tunes
+    for _chain in range(2):
+        step.reset_tuning()
+        assert step.step(point)[1] == [{"tune": True}]
+        step.stop_tuning()
+        assert step.step(point)[1] == [{"tune": False}]
+
+
 def test_bad_input():
     model = bernoulli_model(10, unbounded=True)
     with pytest.raises(ValueError, match="reversible-jump"):

@@ -5,10 +5,11 @@
 #   bash tools/mutation/run.sh [CONFIG...]     # default: the four configs below, in this order
 #   RESUME=1 bash tools/mutation/run.sh ...    # keep the scratch copy and its sessions, refresh
 #                                              # tests/ and tools/, run what is still pending
+#   MUTATION_TIMEOUT=60 ...                     # seconds before a mutant's tests count as hung (killed)
 #   CONFIG@NAME                                # use session-NAME.sqlite (e.g. a recheck session
 #                                              # made by recheck.py) instead of session-CONFIG
 #
-# Works in a scratch copy (/tmp/pmdp-mutation: HEAD plus the working tree's tests/, tools/, reference/),
+# Works in a scratch copy ($MUTATION_DIR, default /tmp/pmdp-mutation: HEAD plus the working tree's tests/, tools/, reference/),
 # never in the checkout it is started from. numba's JIT is disabled (NUMBA_DISABLE_JIT=1): the
 # kernels run as plain Python, so a mutant costs no recompilation and the tests stay fast.
 # One session per config (/tmp/pmdp-mutation/session-NAME.sqlite); per config the report is
@@ -20,8 +21,8 @@ if [ $# -eq 0 ]; then
          tools/mutation/conjugate.toml tools/mutation/noncentred.toml \
          tools/mutation/steps.toml tools/mutation/mcem_objective.toml
 fi
-work=/tmp/pmdp-mutation
-sock=/tmp/pmdp-mutation.sock
+work=${MUTATION_DIR:-/tmp/pmdp-mutation}  # another folder runs a second run beside the first
+sock=$work.sock
 venv=${VENV:-$here/.venv}
 if [ "${RESUME:-0}" = 1 ] && [ -d "$work" ]; then
   rm -rf "$work/tests" "$work/tools"
@@ -32,10 +33,11 @@ fi
 cp -r "$here/tests" "$here/tools" "$work/"
 [ -d "$here/reference" ] && rm -rf "$work/reference" && cp -r "$here/reference" "$work/"  # the reference sampler (tests/conftest.py)
 find "$work" -name __pycache__ -prune -exec rm -rf {} +
+sed -i "s#/tmp/pmdp-mutation.sock#$sock#" "$work"/tools/mutation/*.toml  # this run's own server
 cd "$work"
 export NUMBA_DISABLE_JIT=1 PYTHONPATH="$work" PATH="$venv/bin:$PATH"
 rm -f "$work/server.out" "$sock"  # a stale "ready" or socket must not start the run early
-python tools/mutation/server.py "$work" "$sock" "$work/tests.log" 180 > "$work/server.out" 2>&1 &
+python tools/mutation/server.py "$work" "$sock" "$work/tests.log" "${MUTATION_TIMEOUT:-180}" > "$work/server.out" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 until grep -q ready "$work/server.out" 2>/dev/null; do sleep 1; done

@@ -4,7 +4,9 @@ forked child that imports ``pymc_unbounded_dp`` afresh (from the mutated files o
 Usage: ``python server.py ROOT SOCKET LOG TIMEOUT`` (started by ``run.sh``). A client sends the
 pytest arguments (NUL-separated); the server answers with the child's exit code (0 = the tests
 passed: the mutant survived). A child that exceeds ``TIMEOUT`` seconds is killed and reported as
-exit code 124 (killed mutant: a mutant that hangs the kernels is caught). ``STOP`` ends the server.
+exit code 124 (killed mutant: a mutant that hangs the kernels is caught). The first request (the
+baseline, which compiles PyTensor's C code into an empty cache) gets at least ``FIRST_TIMEOUT``
+seconds. ``STOP`` ends the server.
 """
 
 import os
@@ -14,6 +16,7 @@ import sys
 import time
 
 root, sock_path, log_path, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+FIRST_TIMEOUT = 900.0
 sys.path[:0] = [root, os.path.join(root, "tests")]
 os.chdir(root)
 
@@ -33,6 +36,7 @@ server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sock_path)
 server.listen(1)
 print("ready", flush=True)
+requests = 0
 
 while True:
     conn, _ = server.accept()
@@ -57,12 +61,14 @@ while True:
         sys.stdout.flush()
         os._exit(int(code))
     start = time.monotonic()
+    first = requests == 0
+    requests += 1
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
             break
-        if time.monotonic() - start > timeout:
+        if time.monotonic() - start > (max(timeout, FIRST_TIMEOUT) if first else timeout):
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             code = 124
