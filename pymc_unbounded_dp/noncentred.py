@@ -248,7 +248,8 @@ class Form:
 
     ``kind``: ``"location-scale"``, ``"inverse-cdf"``, ``"randomized-pit"``, ``"gammas"`` or
     ``"cholesky"``. ``uniforms``: the auxiliary uniforms the ancillary needs (``None``: none;
-    ``"row"``: one per record; ``"like"``: one per record entry). ``relative_cost``: a rough,
+    ``"simplex"``: one per simplex of a record, all its axes but the last; ``"like"``: one per
+    record entry). ``relative_cost``: a rough,
     fixed estimate of one evaluation of the non-centred target as a fraction of a plain
     data-augmentation iteration (affine maps ~0.05; special functions and searches per record
     cost more), used to decide whether extra steps pay for themselves; fixed numbers rather than
@@ -281,7 +282,7 @@ def _form_of(spec: RecordsSpec, moving: list, record_rvs: list) -> Form | None:
             "gammas",
             _dirichlet_ancillary,
             _dirichlet_records,
-            uniforms="row",
+            uniforms="simplex",
             relative_cost=5.0,
         )
     if isinstance(op, ptr.basic.MvNormalRV):
@@ -438,8 +439,8 @@ class NonCentredModel:
             shape = spec.data.get_value(borrow=True).shape
             if form.uniforms == "like":
                 uniforms.append(rng.random(shape))
-            elif form.uniforms == "row":
-                uniforms.append(rng.random(shape[:1]))
+            elif form.uniforms == "simplex":
+                uniforms.append(rng.random(shape[:-1]))
         return [np.asarray(u) for u in self._ancillary(*values, *uniforms)]
 
     def log_target(self, values: list[np.ndarray], u: list[np.ndarray]) -> float:
@@ -485,8 +486,8 @@ def noncentred_graphs(model: pm.Model, specs, forms: list[Form]) -> NonCentredGr
         v = None
         if form.uniforms == "like":
             v = pt.tensor(f"{spec.name}_v", dtype="float64", shape=(None,) * rv.ndim)
-        elif form.uniforms == "row":
-            v = pt.vector(f"{spec.name}_v", dtype="float64")
+        elif form.uniforms == "simplex":
+            v = pt.tensor(f"{spec.name}_v", dtype="float64", shape=(None,) * (rv.ndim - 1))
         if v is not None:
             uniforms.append(v)
         ancillaries.append(pt.cast(form.ancillary(rv, params, v), "float64"))

@@ -70,14 +70,21 @@ FAMILIES = {
     ),
     "geometric": (lambda a, b: pm.Geometric.dist(a / (a + b)), "randomized-pit", "uniform"),
     "dirichlet": (lambda a, b: pm.Dirichlet.dist(pt.stack([a, b, 1.5])), "gammas", "uniform"),
+    # two compositions per record: one total S per simplex, not per record
+    "dirichlet-batched": (
+        lambda a, b: pm.Dirichlet.dist(pt.stack([pt.stack([a, b, 1.5]), pt.stack([b, 2.0, a])])),
+        "gammas",
+        "uniform",
+    ),
 }
+SIMPLEX_SHAPES = {"dirichlet": (3,), "dirichlet-batched": (2, 3)}  # a record of a Dirichlet family
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request):
     dist, kind, law = FAMILIES[request.param]
     statistic = (lambda x: pt.log(pt.maximum(x, 1e-3))) if kind == "gammas" else (lambda x: x)
-    observed = np.zeros(3) if kind == "gammas" else 0.0
+    observed = np.zeros(SIMPLEX_SHAPES[request.param]) if kind == "gammas" else 0.0
     model = one_table(dist, statistic=statistic, observed=observed)
     step = pmdp.Interweave(model=model)
     return request.param, model, step, kind, law
@@ -281,6 +288,8 @@ def test_discrete_quantile_op_output_has_the_ndim_of_u():
     assert node.outputs[0].type.ndim == 1
     node = op.make_node(pt.dmatrix("u"), pt.lmatrix("hint"), pt.dvector("mu"))
     assert node.outputs[0].type.ndim == 2
+    node = op.make_node(pt.dvector("u"), pt.lscalar("hint"), pt.dscalar("mu"))  # hints broadcast
+    assert node.outputs[0].type.ndim == 1
 
 
 def test_which_distributions_count_as_discrete_and_which_have_a_quantile_function():
