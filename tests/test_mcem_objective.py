@@ -179,6 +179,24 @@ def test_one_set_and_a_prior_of_n_that_depends_on_no_parameter(mle_objective):
     )
 
 
+def test_vector_records_under_unbounded_dp():
+    """Records with a coordinate axis (``MvNormal``): ``n`` is the number of rows, not of
+    coordinates, of the stacked sets."""
+    cov = np.array([[1.0, 0.3], [0.3, 0.5]])
+    with pm.Model() as vector_model:
+        mu = pm.Normal("mu", 0.0, 3.0, shape=2)
+        n = pmdp.SampleSize("n", n_dp=5, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.MvNormal.dist(mu, cov=cov), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -3, 3), pmdp.Laplace(scale=3.0, sensitivity=6.0), [4.0, 1.0]
+        )
+    objective = complete_data_loglik(compile_model(vector_model), include_prior=False)
+    records = np.column_stack([X, Z])  # 12 rows of 2 coordinates, in 3 sets
+    value, _ = objective.scale("natural").value_and_grad(NATURAL[:2], N_VALUES, records)
+    exact = stats.multivariate_normal(NATURAL[:2], cov).logpdf(records).sum() / N_VALUES.size
+    np.testing.assert_allclose(value, exact, rtol=1e-12)
+
+
 def test_sets_each_and_chunks_keep_whole_sets():
     n_values = np.array([3, 5, 4, 2])
     rows = np.arange(n_values.sum())
