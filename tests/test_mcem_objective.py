@@ -197,6 +197,26 @@ def test_vector_records_under_unbounded_dp():
     np.testing.assert_allclose(value, exact, rtol=1e-12)
 
 
+def test_a_transform_that_reads_another_parameter_sees_its_natural_value():
+    """``w ~ Uniform(lo, lo + 3)``: on the natural scale the interval transform of ``w`` is built
+    from the natural value of ``lo`` (not from a random draw of ``lo``)."""
+    with pm.Model() as bounds_model:
+        lo = pm.Normal("lo", 0.0, 1.0)
+        w = pm.Uniform("w", lower=lo + 1.0, upper=lo + 4.0)
+        n = pmdp.SampleSize("n", n_dp=5, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Normal.dist(lo, w), n=n)
+        pmdp.PrivatizedSum("s", pt.clip(x, -3, 3), pmdp.Laplace(scale=6.0, sensitivity=3.0), 4.0)
+    objective = complete_data_loglik(compile_model(bounds_model), include_prior=False)
+    fns = objective.scale("natural")
+    for natural in ([0.3, 2.5], [-0.8, 0.9]):
+        value, gradient = fns.value_and_grad(np.array(natural), N_VALUES, X)
+        exact = lambda v: stats.norm.logpdf(X, v[0], v[1]).sum() / N_VALUES.size  # noqa: E731
+        np.testing.assert_allclose(value, exact(natural), rtol=1e-12)
+        np.testing.assert_allclose(
+            gradient, finite_differences(exact, np.array(natural)), rtol=1e-6, atol=1e-8
+        )
+
+
 def test_sets_each_and_chunks_keep_whole_sets():
     n_values = np.array([3, 5, 4, 2])
     rows = np.arange(n_values.sum())
