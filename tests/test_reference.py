@@ -45,6 +45,7 @@ def test_statistics_order_and_clamping():
 
 def test_statistics_match_the_examples_module():
     from pymc_unbounded_dp.examples import regression  # the dev extra installs examples: no skip
+
     np.testing.assert_allclose(
         ref.r_record_statistics(X, Y).sum(axis=0), regression.regression_statistics(X, Y)
     )

@@ -23,7 +23,9 @@ ELSEWHERE = "run in part "
 def split(session: Path, parts: int) -> None:
     with sqlite3.connect(session) as con:
         done = {j for (j,) in con.execute("SELECT job_id FROM work_results")}
-        pending = sorted(j for (j,) in con.execute("SELECT job_id FROM work_items") if j not in done)
+        pending = sorted(
+            j for (j,) in con.execute("SELECT job_id FROM work_items") if j not in done
+        )
     for part in range(parts):
         target = session.with_name(f"{session.stem}-part{part}.sqlite")
         shutil.copyfile(session, target)
@@ -36,7 +38,11 @@ def split(session: Path, parts: int) -> None:
             con.executemany(
                 "INSERT INTO work_results (worker_outcome, output, test_outcome, diff, job_id) "
                 "VALUES ('SKIPPED', ?, NULL, NULL, ?)",
-                [(f"{ELSEWHERE}{i % parts}", j) for i, j in enumerate(pending) if i % parts != part],
+                [
+                    (f"{ELSEWHERE}{i % parts}", j)
+                    for i, j in enumerate(pending)
+                    if i % parts != part
+                ],
             )
         print(f"{target}: {len(pending[part::parts])} pending mutants")
 
