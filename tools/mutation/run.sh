@@ -1,8 +1,8 @@
 #!/bin/bash
-# Mutation testing of the sampler core (issue 17). Not part of CI (see docs/validation.md for the
-# time each module takes).
+# Mutation testing of the sampler core (issue 17; needs the `mutation` extra: pip install -e ".[mutation]").
+# Not part of CI (see docs/validation.md for the time each module takes).
 #
-#   bash tools/mutation/run.sh [CONFIG...]     # default: the four configs below, in this order
+#   bash tools/mutation/run.sh [CONFIG...]     # default: the six configs below, in this order
 #   RESUME=1 bash tools/mutation/run.sh ...    # keep the scratch copy and its sessions, refresh
 #                                              # tests/ and tools/, run what is still pending
 #   MUTATION_TIMEOUT=60 ...                     # seconds before a mutant's tests count as hung (killed)
