@@ -249,11 +249,10 @@ class Form:
     ``kind``: ``"location-scale"``, ``"inverse-cdf"``, ``"randomized-pit"``, ``"gammas"`` or
     ``"cholesky"``. ``uniforms``: the auxiliary uniforms the ancillary needs (``None``: none;
     ``"simplex"``: one per simplex of a record, all its axes but the last; ``"like"``: one per
-    record entry). ``relative_cost``: a rough,
-    fixed estimate of one evaluation of the non-centred target as a fraction of a plain
-    data-augmentation iteration (affine maps ~0.05; special functions and searches per record
-    cost more), used to decide whether extra steps pay for themselves; fixed numbers rather than
-    timings, so that a seed reproduces the run.
+    record entry). ``relative_cost``: a rough, fixed estimate of one evaluation of the
+    non-centred target as a fraction of a plain data-augmentation iteration (affine maps ~0.05;
+    special functions and searches per record cost more), used to decide whether extra steps pay
+    for themselves; fixed numbers rather than timings, so that a seed reproduces the run.
     """
 
     name: str

@@ -180,8 +180,8 @@ def test_one_set_and_a_prior_of_n_that_depends_on_no_parameter(mle_objective):
 
 
 def test_vector_records_under_unbounded_dp():
-    """Records with a coordinate axis (``MvNormal``): ``n`` is the number of rows, not of
-    coordinates, of the stacked sets."""
+    """Records with a coordinate axis (``MvNormal``) under unbounded DP: the objective of the
+    stacked sets (12 rows of 2 coordinates) is scipy's."""
     cov = np.array([[1.0, 0.3], [0.3, 0.5]])
     with pm.Model() as vector_model:
         mu = pm.Normal("mu", 0.0, 3.0, shape=2)
@@ -198,7 +198,7 @@ def test_vector_records_under_unbounded_dp():
 
 
 def test_a_transform_that_reads_another_parameter_sees_its_natural_value():
-    """``w ~ Uniform(lo, lo + 3)``: on the natural scale the interval transform of ``w`` is built
+    """``w ~ Uniform(lo + 1, lo + 4)``: on the natural scale the interval transform of ``w`` is built
     from the natural value of ``lo`` (not from a random draw of ``lo``)."""
     with pm.Model() as bounds_model:
         lo = pm.Normal("lo", 0.0, 1.0)

@@ -36,7 +36,7 @@ server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 server.bind(sock_path)
 server.listen(1)
 print("ready", flush=True)
-requests = 0
+limit = max(timeout, FIRST_TIMEOUT)  # for the first request; then ``timeout``
 
 while True:
     conn, _ = server.accept()
@@ -61,19 +61,18 @@ while True:
         sys.stdout.flush()
         os._exit(int(code))
     start = time.monotonic()
-    first = requests == 0
-    requests += 1
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
             break
-        if time.monotonic() - start > (max(timeout, FIRST_TIMEOUT) if first else timeout):
+        if time.monotonic() - start > limit:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             code = 124
             break
         time.sleep(0.05)
+    limit = timeout
     conn.sendall(str(code).encode())
     conn.close()
 server.close()
