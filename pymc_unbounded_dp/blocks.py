@@ -55,10 +55,20 @@ __all__ = ["PrivatizedSum", "Records", "SampleSize"]
 _CHECK_ROWS = 8
 _CHECK_BATCHES = 4
 
-#: The most records one table may start with. The package keeps every record in memory: in the
-#: model's container, and in the kernels' buffers of records and per-record statistics (with
-#: spare rows under unbounded DP), several GB at this size.
+#: The most records the records level (``augment="records"``) takes in one table. It keeps every
+#: record in memory: in the model's container, and in the kernels' buffers of records and
+#: per-record statistics (with spare rows under unbounded DP), several GB at this size. The sums
+#: level (``augment="sums"``) keeps no record and takes up to :data:`MAX_SUMS_RECORDS`.
 MAX_RECORDS = 10**8
+
+#: The most records a table may have at all (the sums level's limit: its death moves draw from
+#: NumPy's hypergeometric distributions, which take populations below ``10**9``).
+MAX_SUMS_RECORDS = 10**9 - 1
+
+#: Tables with more records than this get their record containers filled when the records level
+#: starts, not when the model is built: building the model then costs no memory in ``n``, and the
+#: sums level never materialises a record.
+EAGER_RECORDS = 10**6
 
 #: Largest ``|n_dp|`` accepted: beyond ``2**53`` a float no longer holds every integer.
 _MAX_N_DP = 2**53
@@ -444,8 +454,9 @@ def Records(
         leading axis of ``dist`` is the record axis.
     n : int or TensorVariable
         The number of records: a known non-negative integer (bounded DP) or the variable returned by
-        :func:`SampleSize` (unbounded DP). At most :data:`MAX_RECORDS` (``10**8``) to start with:
-        every record is kept in memory.
+        :func:`SampleSize` (unbounded DP). At most :data:`MAX_RECORDS` (``10**8``) to start with
+        at the records level, which keeps every record in memory, and :data:`MAX_SUMS_RECORDS`
+        at the sums level (``pmdp.sample(augment="sums")``), which keeps none.
     dims : str or tuple of str, optional
         Names of **one record's** axes (e.g. ``"component"`` for a Dirichlet record), used for
         the kept records (``pmdp.sample(keep_records=...)``) with the model's ``coords`` where
@@ -498,14 +509,22 @@ def Records(
             )
         _check_row_wise(dist, parents, blocks, model, owner)
     else:
-        rows = pt.constant(n_rows, dtype="int64")
+        # A large table's container starts with a few rows (see EAGER_RECORDS); the records
+        # level fills it at the start of each chain, as it does for every table.
+        rows = pt.constant(_CHECK_ROWS if n_rows > EAGER_RECORDS else n_rows, dtype="int64")
         (initial,) = quick_draw(
             [change_dist_size(dist, new_size=(rows,), expand=True)], seed=_stable_seed(name)
         )
     data = pytensor.shared(np.ascontiguousarray(initial), name=f"{name}_records")
     # The record axis has the latent n as its length under unbounded DP, so that PyMC's forward
-    # samplers (prior and posterior predictive) draw n records for each draw of n.
-    size = sample_size.rv if sample_size is not None else data.shape[0]
+    # samplers (prior and posterior predictive) draw n records for each draw of n; a known n is
+    # the container's length (a constant for a large table, whose container is filled later).
+    if sample_size is not None:
+        size = sample_size.rv
+    elif n_rows > EAGER_RECORDS and not parents:
+        size = pt.constant(n_rows, dtype="int64")
+    else:
+        size = data.shape[0]
     rv = dist if parents else change_dist_size(dist, new_size=(size,), expand=True)
     rv = model.register_rv(rv, name, observed=data)
     dims = _check_dims(dims, initial.shape[1:], f"Records({name!r})", "one record")
@@ -528,22 +547,22 @@ def _check_n(n, blocks: ModelBlocks, owner: str) -> tuple[SampleSizeSpec | None,
                 "pmdp.SampleSize(...) in this model; got another tensor."
             )
         rows = sample_size.initial
-        if rows > MAX_RECORDS:
+        if rows > MAX_SUMS_RECORDS:
             raise ValueError(
                 f"{owner}: `n` is SampleSize {sample_size.name!r}, which starts at {rows} records "
-                f"(the supported n closest to its `n_dp`), more than MAX_RECORDS = {MAX_RECORDS}: "
-                "the package keeps every record in memory. Check `n_dp`, or give the SampleSize a "
-                "`prior` whose support is below the limit."
+                f"(the supported n closest to its `n_dp`), more than MAX_SUMS_RECORDS = "
+                f"{MAX_SUMS_RECORDS} (and MAX_RECORDS = {MAX_RECORDS} for the records level). "
+                "Check `n_dp`, or give the SampleSize a `prior` whose support is below the limit."
             )
         return sample_size, rows
     if isinstance(n, bool) or not isinstance(n, numbers.Integral | float):
         raise TypeError(f"{owner}: `n` must be a non-negative integer, got {n!r}.")
     if not math.isfinite(n) or n != int(n) or n < 0:
         raise ValueError(f"{owner}: `n` must be a non-negative integer, got {n!r}.")
-    if n > MAX_RECORDS:
+    if n > MAX_SUMS_RECORDS:
         raise ValueError(
-            f"{owner}: `n`={n} is more than MAX_RECORDS = {MAX_RECORDS}: the package keeps every "
-            "record in memory."
+            f"{owner}: `n`={n} is more than MAX_SUMS_RECORDS = {MAX_SUMS_RECORDS}, the most "
+            f"records of a table (MAX_RECORDS = {MAX_RECORDS} for the records level)."
         )
     return None, int(n)
 
@@ -1073,8 +1092,8 @@ def SampleSize(
         ``f"{name}_dp"``.
     n_dp : int, float or pm.Data
         The released noisy count (may be negative; ``|n_dp| <= 2**53``). ``n`` starts at the
-        supported value closest to it, and the records of ``n`` (at most
-        :data:`MAX_RECORDS`) are drawn when :func:`Records` is called with this ``n``.
+        supported value closest to it (at most :data:`MAX_SUMS_RECORDS`; :data:`MAX_RECORDS`
+        for the records level).
     mechanism : Mechanism or opendp.mod.Measurement
         Noise on the count (an OpenDP noise measurement is converted by
         :func:`pymc_unbounded_dp.release.from_opendp`). Use :class:`DiscreteLaplace` or :class:`DiscreteGaussian` (exact

@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.steps import augmentation_step
+from pymc_unbounded_dp.sums import total_names
 
 __all__ = ["sample"]
 
@@ -30,14 +31,16 @@ def sample(
     keep_records: int | None = None,
     nuts_sampler: str = "pymc",
     blas_threads: int | None = 1,
+    augment: str = "auto",
     **kwargs,
 ):
     """Sample the posterior of a model with privatized data.
 
     Builds :class:`~pymc_unbounded_dp.DataAugmentation` (known ``n``) or
     :class:`~pymc_unbounded_dp.ReversibleJump` (``n`` from :func:`~pymc_unbounded_dp.SampleSize`)
-    around the parameter steps and runs ``pm.sample``. The latent records are imputed every
-    iteration but not stored, unless ``keep_records`` asks for them.
+    around the parameter steps and runs ``pm.sample``. At the records level the latent records
+    are imputed every iteration but not stored, unless ``keep_records`` asks for them; at the sums
+    level (``augment``) each table's true sums are the latent state instead.
 
     Parameters
     ----------
@@ -63,6 +66,14 @@ def sample(
         synthetic data.
     nuts_sampler : {"pymc"}
         Only PyMC's own sampler can interleave the record moves.
+    augment : {"auto", "records", "sums"}, default "auto"
+        The augmentation level (see :class:`~pymc_unbounded_dp.DataAugmentation`): ``"sums"``
+        moves each table's true sums and ``n`` by their exact law, at a cost per iteration that
+        does not depend on ``n`` (census scale: up to ``10**9`` records); ``"records"`` imputes
+        every record; ``"auto"`` is ``"sums"`` exactly when every table's sums have an exact law
+        (Bernoulli, Categorical, Binomial, DiscreteUniform records with any statistic; the plain
+        sum of Poisson, NegativeBinomial, Normal, Gamma, Exponential records) and no record is
+        asked for. Both levels target the same posterior of the parameters and ``n``.
     blas_threads : int or None, default 1
         Threads of the BLAS/OpenMP libraries while sampling (``threadpoolctl``; inherited by the
         chains' processes). The linear algebra of one iteration is on tiny matrices, where extra
@@ -83,7 +94,11 @@ def sample(
         unbounded DP, ``n``; ``sample_stats`` has ``refresh_accept_rate`` and, under unbounded DP,
         ``birth_accept_rate``, ``death_accept_rate`` (NaN in a draw with no proposal of that
         kind) and ``n_moves`` (birth/death moves per iteration). The imputed records are removed
-        from ``observed_data``.
+        from ``observed_data``. At the sums level the posterior also has the true total of each
+        release, ``f"{name}_total"`` (the sum before noise), ``sample_stats`` has
+        ``sums_accept_rate`` (and the proposal scales) in place of ``refresh_accept_rate``, and
+        the posterior's attributes ``pmdp_augment`` (the level used) and ``pmdp_sum_laws`` (each
+        table's law, and whether it is exact) say how it was sampled.
 
     Examples
     --------
@@ -128,6 +143,7 @@ def sample(
         keep_records=keep_records,
         step_kwargs=step_kwargs,
         log_likelihood=log_likelihood,
+        augment=augment,
     )
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
@@ -143,7 +159,39 @@ def sample(
         )
     if not kwargs.get("return_inferencedata", True):
         return result
-    return _tidy(result, compiled, keep_records)
+    result = _tidy(result, compiled, keep_records)
+    _record_level(result, compiled, step)
+    return result
+
+
+def _record_level(result, compiled, step) -> None:
+    """Move the sums level's true totals into the posterior; say in its attributes which level
+    and which laws were used."""
+    posterior, stats = _group(result, "posterior"), _group(result, "sample_stats")
+    if posterior is None:
+        return
+    posterior.attrs["pmdp_augment"] = step.augment
+    if step.augment == "sums":
+        laws = step.records_step.laws
+        posterior.attrs["pmdp_sum_laws"] = "; ".join(
+            f"{law.table.spec.label}: {law.description}" for law in laws
+        )
+        moved = {}
+        for stat, name in total_names(compiled).items():
+            if stats is not None and stat in stats:
+                values = stats[stat].values
+                if values.dtype == object:
+                    values = np.stack(values.ravel()).reshape(*values.shape, -1)
+                spec = next(s for s in compiled.blocks.sums if f"total_{s.name}" == stat)
+                values = values.reshape(*values.shape[:2], *spec.shape)
+                dims = ["chain", "draw", *(f"{name}_dim_{i}" for i in range(len(spec.shape)))]
+                moved[name] = xr.DataArray(values, dims=dims)
+        posterior = posterior.assign(
+            {k: v.assign_coords(chain=posterior["chain"], draw=posterior["draw"]) for k, v in moved.items()}
+        )
+        if stats is not None:
+            _set_group(result, "sample_stats", _without(stats, list(total_names(compiled))))
+    _set_group(result, "posterior", posterior)
 
 
 def _check_draws(draws, tune, chains, cores) -> None:

@@ -35,7 +35,9 @@ from pymc_unbounded_dp.blocks import (
     observed_value,
     records_in_containers,
 )
+from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
+from pymc_unbounded_dp.sums import SumsStep, TableLaw, parameter_terms, resolve_augment
 
 __all__ = [
     "DataAugmentation",
@@ -223,9 +225,18 @@ class ReleaseLogLikelihood(BlockedStep):
 
     name = "dp_log_likelihood"
 
-    def __init__(self, vars, compiled: CompiledModel, model=None, blocked: bool = True, rng=None):
+    def __init__(
+        self,
+        vars,
+        compiled: CompiledModel,
+        sums_step: SumsStep | None = None,
+        model=None,
+        blocked: bool = True,
+        rng=None,
+    ):
         self.vars = []  # PyMC needs some variables at construction; this step changes none
         self.compiled = compiled
+        self.sums_step = sums_step  # the sums level: the true totals are its latent sums
         # Array-valued stats go as objects (PyMC's NDArray trace stores scalar stats only).
         stats = {
             f"log_likelihood_{s.name}": (np.float64, []) if s.shape == () else (object, None)
@@ -243,8 +254,11 @@ class ReleaseLogLikelihood(BlockedStep):
 
     def step(self, point):
         model, stats = self.compiled.model, {}
-        for table in self.compiled.tables:
-            totals = table.statistics(table.current_records()).sum(axis=0)
+        for k, table in enumerate(self.compiled.tables):
+            if self.sums_step is not None:
+                totals = self.sums_step.release_totals()[k]
+            else:
+                totals = table.statistics(table.current_records()).sum(axis=0)
             start = 0
             for spec in table.spec.sums:
                 size = int(np.prod(spec.shape, dtype=int))
@@ -276,10 +290,15 @@ def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool
 
 
 def _parameter_steps(
-    model: pm.Model, compiled: CompiledModel, given, step_kwargs: dict | None, only=None
+    model: pm.Model,
+    compiled: CompiledModel,
+    given,
+    step_kwargs: dict | None,
+    only=None,
+    table_laws: list[TableLaw] | None = None,
 ) -> list[BlockedStep]:
     """The given parameter steps plus PyMC's own choice for parameters they leave out (of those
-    in ``only``, value variables, if given)."""
+    in ``only``, value variables, if given); ``table_laws``: their target at the sums level."""
     if given is None:
         given = []
     elif isinstance(given, BlockedStep | CompoundStep):
@@ -293,6 +312,12 @@ def _parameter_steps(
                 f"`parameter_step` {type(step).__name__} claims the sample size "
                 f"{min(claimed)!r}; only the reversible-jump moves may change n."
             )
+        if table_laws is not None and isinstance(step, ConjugateGibbs):
+            raise ValueError(
+                "`parameter_step` ConjugateGibbs updates the parameters from the imputed records, "
+                "which the sums level (augment='sums') never imputes; leave the parameters to "
+                "PyMC's steps (NUTS) there, or sample with augment='records'."
+            )
     methods = [m for m in STEP_METHODS if m is not PrivateDataStep]
     provided, selected = assign_step_methods(model, given or None, methods=methods)
     allowed = None if only is None else {v.name for v in only}
@@ -305,13 +330,15 @@ def _parameter_steps(
     selected = {cls: variables for cls, variables in selected.items() if variables}
     if not provided and not selected:
         return []
-    with _without_release_terms(model, compiled):
+    with _without_release_terms(model, compiled, table_laws):
         stepper = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
     return flatten_steps(stepper)
 
 
 @contextmanager
-def _without_release_terms(model: pm.Model, compiled: CompiledModel):
+def _without_release_terms(
+    model: pm.Model, compiled: CompiledModel, table_laws: list[TableLaw] | None = None
+):
     """Let the steps built inside compile ``model.logp()`` without the release terms.
 
     ``log eta_s(s_dp - sum_i t(x_i))`` and ``log eta_n(n_dp - n)`` depend only on the records and
@@ -319,15 +346,30 @@ def _without_release_terms(model: pm.Model, compiled: CompiledModel):
     which a parameter step never changes: they are constants of its target, but PyMC would evaluate
     them (a sum over all records) in every logp and gradient call, about a third of a NUTS gradient
     on the paper's regression. The steps' ``lp`` statistics then leave them out too.
+
+    At the sums level (``table_laws``) the records' log-density is replaced by the tables' sum
+    laws ``log p_n(L | theta)`` at the current latent sums (:func:`~pymc_unbounded_dp.sums.
+    parameter_terms`): the parameters' full conditional given ``(n, L)``.
     """
-    releases = {s.release_rv for s in compiled.blocks.sums}
-    releases |= {n.release_rv for n in compiled.blocks.sample_sizes}
+    dropped = {s.release_rv for s in compiled.blocks.sums}
+    dropped |= {n.release_rv for n in compiled.blocks.sample_sizes}
+    extra = []
+    if table_laws is not None:
+        dropped |= {r.rv for r in compiled.blocks.records}
+        extra = parameter_terms(table_laws)
     kept = [
-        rv for rv in model.free_RVs + model.observed_RVs + model.potentials if rv not in releases
+        rv for rv in model.free_RVs + model.observed_RVs + model.potentials if rv not in dropped
     ]
 
     def logp(vars=None, **kwargs):
-        return type(model).logp(model, vars=kept if vars is None else vars, **kwargs)
+        if vars is not None:
+            return type(model).logp(model, vars=vars, **kwargs)
+        terms = type(model).logp(model, vars=kept, **kwargs)
+        if not extra:
+            return terms
+        if kwargs.get("sum", True):
+            return terms + sum(extra[1:], extra[0])
+        return [*terms, *extra]
 
     model.logp = logp  # an instance attribute: shadows Model.logp for the steps built here
     try:
@@ -362,6 +404,14 @@ class DataAugmentation(CompoundStep):
         Also record the log-density of each released value given each draw's records
         (:class:`ReleaseLogLikelihood`); :func:`pmdp.sample` asks for it with
         ``idata_kwargs={"log_likelihood": True}``.
+    augment : {"auto", "records", "sums"}, default "auto"
+        The augmentation level. ``"records"``: the latent records are imputed (the paper's
+        method). ``"sums"``: each table's latent state is its true sums and ``n``, moved with the
+        records summed out by their exact law (:mod:`pymc_unbounded_dp.sums`; no record is
+        materialised, and an iteration costs the same at any ``n``); refused, with the reason,
+        for a table whose sums have no exact law. ``"auto"``: the sums level exactly when every
+        table has an exact law (and ``keep_records`` is not asked for), else the records level.
+        The level used is :attr:`augment`.
 
     Examples
     --------
@@ -386,6 +436,7 @@ class DataAugmentation(CompoundStep):
         step_kwargs: dict | None = None,
         vars=None,
         log_likelihood: bool = False,
+        augment: str = "auto",
     ):
         model = modelcontext(model)
         compiled = compile_model(model)
@@ -394,19 +445,29 @@ class DataAugmentation(CompoundStep):
             raise ValueError(
                 f"`keep_records` must be a positive integer or None, got {keep_records!r}."
             )
-        parameters = _parameter_steps(model, compiled, parameter_step, step_kwargs, only=vars)
-        leaf = RecordsStep(
-            self._claimed_vars(model, compiled),
-            compiled,
-            n_moves=self._n_moves(),
-            keep_records=keep_records,
-            model=model,
+        owner = type(self).__name__
+        self.augment, table_laws = resolve_augment(compiled, augment, owner, keep_records)
+        claimed = self._claimed_vars(model, compiled)
+        parameters = _parameter_steps(
+            model, compiled, parameter_step, step_kwargs, only=vars, table_laws=table_laws
         )
-        methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
-        if log_likelihood:
-            methods.append(
-                ReleaseLogLikelihood(self._claimed_vars(model, compiled), compiled, model=model)
+        if table_laws is None:
+            leaf = RecordsStep(
+                claimed, compiled, n_moves=self._n_moves(), keep_records=keep_records, model=model
             )
+            methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
+        else:
+            if isinstance(interweave, dict):
+                raise ValueError(
+                    f"{owner}: `interweave` options apply to the records level; the sums level "
+                    "(augment='sums') moves the parameters given the latent sums, with no "
+                    "interweaving move. Drop `interweave` or use augment='records'."
+                )
+            leaf = SumsStep(claimed, compiled, table_laws, n_moves=self._n_moves(), model=model)
+            methods = [leaf, *parameters]
+        if log_likelihood:
+            sums_step = leaf if table_laws is not None else None
+            methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
         super().__init__(methods)
 
     def step(self, point):
@@ -421,8 +482,9 @@ class DataAugmentation(CompoundStep):
         return next((m for m in self.methods if isinstance(m, Interweave)), None)
 
     @property
-    def records_step(self) -> RecordsStep:
-        """The record-imputation part of this step."""
+    def records_step(self) -> RecordsStep | SumsStep:
+        """The augmentation part of this step: the records' imputation, or the latent sums'
+        moves at the sums level."""
         return self.methods[0]
 
     def _check_kind(self, compiled: CompiledModel) -> None:
@@ -460,11 +522,13 @@ class ReversibleJump(DataAugmentation):
     parameter_step : step or list of steps, optional
         As for :class:`DataAugmentation`.
     n_moves : int, optional
-        Birth/death moves per iteration (of each latent ``n``), fixed for the whole run. Default: about one per record,
+        Birth/death moves per iteration (of each latent ``n``), fixed for the whole run. At the
+        sums level each moves several records at once (default
+        :data:`~pymc_unbounded_dp.sums.N_MOVES` moves). Default at the records level: about one per record,
         :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` during tuning
         (starting from ``n_dp`` moved into the prior's support, which a small ``epsilon_n`` can
         put far from the records' ``n``) and of the last tuning ``n`` for the draws.
-    model, keep_records, step_kwargs
+    model, keep_records, step_kwargs, augment
         As for :class:`DataAugmentation`.
 
     Examples
@@ -492,6 +556,7 @@ class ReversibleJump(DataAugmentation):
         step_kwargs: dict | None = None,
         vars=None,
         log_likelihood: bool = False,
+        augment: str = "auto",
     ):
         if n_moves is not None and (
             isinstance(n_moves, bool) or not isinstance(n_moves, int | np.integer) or n_moves < 1
@@ -506,6 +571,7 @@ class ReversibleJump(DataAugmentation):
             step_kwargs=step_kwargs,
             vars=vars,
             log_likelihood=log_likelihood,
+            augment=augment,
         )
 
     def _check_kind(self, compiled: CompiledModel) -> None:
@@ -532,10 +598,12 @@ def augmentation_step(
     step_kwargs: dict | None = None,
     vars=None,
     log_likelihood: bool = False,
+    augment: str = "auto",
 ) -> DataAugmentation:
     """The right augmentation step for ``model``: bounded or unbounded DP."""
     compiled = compile_model(model)
     kwargs = {
+        "augment": augment,
         "model": model,
         "keep_records": keep_records,
         "step_kwargs": step_kwargs,

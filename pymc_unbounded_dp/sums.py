@@ -1,0 +1,489 @@
+"""The sums level (``augment="sums"``): a table's latent state is its true sums and ``n``, not its
+records (DESIGN move 6, the census-scale augmentation).
+
+* :func:`table_law` finds the exact law of a table's sums in the model graph (see
+  :mod:`pymc_unbounded_dp.laws`) or says why there is none;
+* :func:`resolve_augment` turns ``augment="records" | "sums" | "auto"`` into the level a model is
+  sampled at, with a clear refusal where a level cannot be used;
+* :class:`SumsStep` is the PyMC adapter of :mod:`pymc_unbounded_dp.kernels.sums`: it owns the
+  latent ``n`` (unbounded DP), keeps each table's latent sum in a shared container that the
+  parameter steps' target reads (``log p_n(L | theta)`` in place of the records' log-density,
+  :func:`parameter_terms`), and reports the true totals as draws.
+
+Nothing here materialises a record: memory and cost per iteration do not depend on ``n``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.scalar as ps
+import pytensor.tensor as pt
+from pymc.distributions.discrete import DiscreteUniformRV
+from pymc.logprob.utils import replace_rvs_by_values
+from pymc.pytensorf import compile as compile_pymc
+from pymc.step_methods.compound import BlockedStep, Competence
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.random.basic import (
+    BernoulliRV,
+    BinomialRV,
+    CategoricalRV,
+    ExponentialRV,
+    GammaRV,
+    NegBinomialRV,
+    NormalRV,
+    PoissonRV,
+)
+
+from pymc_unbounded_dp import kernels, laws
+from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
+from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp.blocks import MAX_RECORDS, TableSpec, check_releases
+from pymc_unbounded_dp.kernels import sums as sums_kernel
+
+__all__ = ["AUGMENT_LEVELS", "SumsStep", "TableLaw", "resolve_augment", "table_law"]
+
+#: The values of ``augment``.
+AUGMENT_LEVELS = ("records", "sums", "auto")
+
+#: The most support points of a finite-support record whose counts are the latent sum.
+MAX_SUPPORT = 1024
+
+#: Moves of each table's latent sum per iteration, and birth/death moves when ``n_moves`` is not
+#: given.
+SUMS_MOVES = 10
+N_MOVES = 10
+
+#: The acceptance rate the proposal scales are tuned to.
+_TARGET_ACCEPT = 0.3
+
+
+@dataclass(eq=False)
+class TableLaw:
+    """The exact law of one table's sums, compiled.
+
+    Attributes
+    ----------
+    table : CompiledTable
+    family : laws.Family
+    matrix : numpy.ndarray
+        ``(K, D)``: the table's released totals are ``latent @ matrix``.
+    parameters : list
+        The family's parameters as graphs of the model's value variables.
+    latent : SharedVariable
+        The current latent sum (``(K,)`` floats), read by :func:`parameter_terms`.
+    description : str
+        E.g. ``"Multinomial counts of x's 2 values (exact)"``.
+    """
+
+    table: CompiledTable
+    family: laws.Family
+    matrix: np.ndarray
+    parameters: list
+    latent: pytensor.compile.SharedVariable
+    description: str
+    _parameter_fn: object = None
+
+    def parameters_at(self, point: dict) -> tuple:
+        """The family's parameters at PyMC's ``point``, as NumPy values."""
+        if self._parameter_fn is None:
+            model = self.table.model
+            self._parameter_fn = compile_pymc(
+                list(model.value_vars), self.parameters, on_unused_input="ignore", mode=KERNEL_MODE
+            )
+            self._parameter_fn.trust_input = True
+        values = self._parameter_fn(*self.table._inputs(point))
+        return tuple(np.asarray(v, dtype=np.float64) for v in values)
+
+    def log_density(self) -> pt.TensorVariable:
+        """``log p_n(latent | theta)`` as a graph of the value variables (for the parameter
+        steps)."""
+        n = self.table.sample_size
+        count = (
+            pt.cast(self.table.model.rvs_to_values[n.rv], "float64")
+            if n is not None
+            else pt.constant(float(self.table.fixed_n))
+        )
+        return self.family.log_density(self.latent, count, self.parameters, laws.PYTENSOR)
+
+    def target(self, point: dict) -> sums_kernel.SumsTarget:
+        """The kernel's target at ``point``."""
+        records = self.table.record_target(point)
+        return sums_kernel.SumsTarget(
+            released=records.released,
+            noise=records.noise,
+            matrix=self.matrix,
+            family=self.family,
+            params=self.parameters_at(point),
+            n_dp=records.n_dp,
+            n_noise=records.n_noise,
+            log_prior_n=records.log_prior_n,
+        )
+
+    def totals(self, latent: np.ndarray) -> dict[str, np.ndarray]:
+        """The true total of each released sum of the table at ``latent``, by release name."""
+        flat, start, out = latent @ self.matrix, 0, {}
+        for spec in self.table.spec.sums:
+            size = int(np.prod(spec.shape, dtype=int))
+            out[spec.name] = flat[start : start + size].reshape(spec.shape)
+            start += size
+        return out
+
+
+def _strip_casts(var):
+    while (
+        var.owner is not None
+        and isinstance(var.owner.op, Elemwise)
+        and isinstance(var.owner.op.scalar_op, ps.Cast | ps.Identity)
+    ):
+        var = var.owner.inputs[0]
+    return var
+
+
+def _at_values(model: pm.Model, graphs: list) -> list:
+    free_values = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
+    return replace_rvs_by_values(
+        graphs, rvs_to_values=free_values, rvs_to_transforms=model.rvs_to_transforms
+    )
+
+
+def _constant(graph, model: pm.Model, what: str) -> float | str:
+    """The value of a graph that must not depend on the model's parameters, or a reason."""
+    if depends_on(graph, model.free_RVs):
+        return f"its {what} depends on the model's parameters"
+    return float(np.asarray(pytensor.function([], graph, mode="FAST_COMPILE")()))
+
+
+def table_law(compiled: CompiledTable) -> TableLaw | str:
+    """The exact law of ``compiled``'s sums, or why it has none (a short phrase)."""
+    spec: TableSpec = compiled.spec
+    model = compiled.model
+    if len(spec.records) > 1:
+        names = ", ".join(repr(r) for r in spec.record_names)
+        return f"it has several record variables ({names}), whose sums have no closed-form law"
+    record = spec.records[0]
+    rv = record.rv
+    if rv.ndim != 1:
+        return f"its records {record.name!r} are not scalars (shape {tuple(rv.shape.eval())[1:]})"
+    op = rv.owner.op
+    params = _record_parameters(rv)
+    if params is None:
+        return f"the parameters of {record.name!r} vary across records"
+    support = _finite_support(op, params, model)
+    if isinstance(support, str):
+        return support
+    if support is not None:
+        return _counts_law(compiled, rv, support)
+    identity = all(_strip_casts(s.statistic) is rv for s in spec.sums)
+    family_of = {
+        PoissonRV: laws.POISSON,
+        NegBinomialRV: laws.NEGATIVE_BINOMIAL,
+        NormalRV: laws.NORMAL,
+        GammaRV: laws.GAMMA,
+        ExponentialRV: laws.GAMMA,
+    }
+    family = next((f for cls, f in family_of.items() if isinstance(op, cls)), None)
+    kind = type(op).__name__.removesuffix("RV")
+    if family is None:
+        return f"its records {record.name!r} ({kind}) have no closed-form sum law"
+    if not identity:
+        return (
+            f"a released statistic of its {kind} records {record.name!r} is not the record "
+            "itself (a clamp, a power, ...): only the plain sum of such records has an exact law"
+        )
+    if isinstance(op, ExponentialRV):
+        params = [pt.constant(1.0), params[0]]
+    parameters = [pt.cast(p, "float64") for p in _at_values(model, params)]
+    dimension = int(compiled.noise.scale.shape[0])
+    return TableLaw(
+        table=compiled,
+        family=family,
+        matrix=np.ones((1, dimension)),
+        parameters=parameters,
+        latent=pytensor.shared(np.zeros(1), name=f"{spec.label}_latent_sum"),
+        description=f"{family.name} sum of {record.name!r} (exact)",
+    )
+
+
+def _record_parameters(rv) -> list | None:
+    """The parameters of one record of ``rv`` (its batch axes are broadcast ones: every record
+    has the same law), or ``None`` if they vary across records."""
+    op = rv.owner.op
+    core = 1 if isinstance(op, CategoricalRV) else 0
+    params = []
+    for p in op.dist_params(rv.owner):
+        batch = p.ndim - core
+        if not all(p.type.broadcastable[:batch]):
+            return None
+        params.append(pt.squeeze(p, axis=tuple(range(batch))) if batch else p)
+    return params
+
+
+def _finite_support(op, params, model: pm.Model) -> np.ndarray | None | str:
+    """The support points of a finite-support record (``None`` for other records, a string for
+    a finite support that cannot be used)."""
+    if isinstance(op, BernoulliRV):
+        return np.arange(2)
+    if isinstance(op, CategoricalRV):
+        size = params[0].type.shape[-1]
+        if size is None:
+            size = _constant(params[0].shape[-1], model, "number of categories")
+        return np.arange(int(size)) if not isinstance(size, str) else size
+    if isinstance(op, BinomialRV | DiscreteUniformRV):
+        low, high = (0.0, _constant(params[0], model, "number of trials"))
+        if isinstance(op, DiscreteUniformRV):
+            low, high = (_constant(p, model, "bounds") for p in params)
+        for value in (low, high):
+            if isinstance(value, str):
+                return value
+        if high - low + 1 > MAX_SUPPORT:
+            return f"its support has {int(high - low + 1)} points, more than {MAX_SUPPORT}"
+        return np.arange(int(low), int(high) + 1)
+    return None
+
+
+def _counts_law(compiled: CompiledTable, rv, support: np.ndarray) -> TableLaw:
+    model, spec = compiled.model, compiled.spec
+    points = pt.constant(support.astype(rv.dtype))
+    single = pm.logp(
+        pm.distributions.shape_utils.change_dist_size(rv, new_size=(len(support),)),
+        points,
+        warn_rvs=False,
+    )
+    (log_p,) = _at_values(model, [single])
+    matrix = np.asarray(statistic_function(spec)(support.astype(rv.dtype)), dtype=np.float64)
+    name = spec.records[0].name
+    return TableLaw(
+        table=compiled,
+        family=laws.COUNTS,
+        matrix=matrix.reshape(len(support), -1),
+        parameters=[pt.cast(log_p, "float64")],
+        latent=pytensor.shared(np.zeros(len(support)), name=f"{spec.label}_latent_counts"),
+        description=f"Multinomial counts of the {len(support)} values of {name!r} (exact)",
+    )
+
+
+def _records_outside_sums(compiled: CompiledModel) -> list[str]:
+    """Model variables other than the releases that read the records (the sums level refuses)."""
+    model = compiled.model
+    records = [r.rv for r in compiled.blocks.records]
+    releases = {s.release_rv for s in compiled.blocks.sums}
+    others = [v for v in model.deterministics + model.potentials + model.free_RVs]
+    others += [v for v in model.observed_RVs if v not in releases and v not in records]
+    return [v.name for v in others if depends_on(v, records) and v not in records]
+
+
+def resolve_augment(
+    compiled: CompiledModel, augment: str, owner: str = "pmdp.sample", keep_records=None
+) -> tuple[str, list[TableLaw] | None]:
+    """The level to sample ``compiled`` at, and its tables' laws at the sums level.
+
+    ``"auto"`` is the sums level exactly when every table's sums have an exact law and no
+    record is asked for (``keep_records``); otherwise the records level.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``augment``; for ``"sums"`` on a table without an exact law, with records
+        used outside a sum, or with ``keep_records``; for the records level on a table of more
+        than :data:`~pymc_unbounded_dp.blocks.MAX_RECORDS` records.
+    """
+    if augment not in AUGMENT_LEVELS:
+        choices = ", ".join(repr(a) for a in AUGMENT_LEVELS)
+        raise ValueError(f"{owner}: `augment` must be one of {choices}; got {augment!r}.")
+    found = [table_law(t) for t in compiled.tables]
+    reasons = [
+        f"table {t.spec.label!r}: {law}"
+        for t, law in zip(compiled.tables, found)
+        if isinstance(law, str)
+    ]
+    outside = _records_outside_sums(compiled)
+    if augment == "sums":
+        problems = list(reasons)
+        if outside:
+            problems.append(
+                "the records are used outside a PrivatizedSum, by " + ", ".join(map(repr, outside))
+            )
+        if keep_records:
+            problems.append("`keep_records` asks for records, which the sums level never imputes")
+        if problems:
+            raise ValueError(
+                f"{owner}: `augment`='sums' needs an exact law of every table's released sums, "
+                "but " + "; ".join(problems) + ". Exact laws exist for Bernoulli, Categorical, "
+                "Binomial and DiscreteUniform records (any statistic) and for the plain sum of "
+                "Poisson, NegativeBinomial, Normal, Gamma and Exponential records; use "
+                "augment='records' otherwise (the normal approximation of other sums is not "
+                "available yet)."
+            )
+    if augment == "sums" or (augment == "auto" and not reasons and not outside and not keep_records):
+        return "sums", found
+    too_large = [t for t in compiled.tables if t.spec.initial_n > MAX_RECORDS]
+    if too_large:
+        table = too_large[0]
+        why = f" ({reasons[0]})" if reasons else ""
+        raise ValueError(
+            f"{owner}: table {table.spec.label!r} starts with {table.spec.initial_n} records, "
+            f"more than the records level holds (MAX_RECORDS = {MAX_RECORDS}), and the sums "
+            f"level has no exact law for this model{why}. Release fewer records per table, or "
+            "sample with augment='sums' once the model's sums have an exact law."
+        )
+    return "records", None
+
+
+def parameter_terms(table_laws: list[TableLaw]) -> list[pt.TensorVariable]:
+    """The log-densities of the tables' latent sums, which replace the records' log-density in
+    the parameter steps' target at the sums level."""
+    return [law.log_density() for law in table_laws]
+
+
+def total_names(compiled: CompiledModel) -> dict[str, str]:
+    """Sampler stat name -> posterior name of each release's true total."""
+    return {f"total_{s.name}": f"{s.name}_total" for s in compiled.blocks.sums}
+
+
+class SumsStep(BlockedStep):
+    """Move every table's latent sum and ``n``: the kernel half of the sums level.
+
+    Built by :class:`~pymc_unbounded_dp.DataAugmentation` and
+    :class:`~pymc_unbounded_dp.ReversibleJump` with ``augment="sums"``.
+
+    Parameters
+    ----------
+    vars : list
+        The latent sample sizes' value variables (unbounded DP); any list under bounded DP (the
+        step then claims none, as :class:`~pymc_unbounded_dp.steps.RecordsStep`).
+    compiled : CompiledModel
+    table_laws : list of TableLaw
+    n_moves : int, optional
+        Birth/death moves per iteration of each latent ``n`` (default :data:`N_MOVES`).
+    sums_moves : int
+        Moves of each latent sum per iteration.
+    """
+
+    name = "dp_sums"
+    stats_dtypes_shapes = {
+        "tune": (bool, []),
+        "sums_accept_rate": (np.float64, []),
+        "sums_scale": (np.float64, []),
+    }
+    _unbounded_stats = {
+        "birth_accept_rate": (np.float64, []),
+        "death_accept_rate": (np.float64, []),
+        "n_moves": (np.int64, []),
+        "n_scale": (np.float64, []),
+    }
+
+    def __init__(
+        self,
+        vars,
+        compiled: CompiledModel,
+        table_laws: list[TableLaw],
+        n_moves: int | None = None,
+        sums_moves: int = SUMS_MOVES,
+        model=None,
+        blocked: bool = True,
+        rng=None,
+    ):
+        self.vars = list(vars) if compiled.unbounded else []
+        self.compiled = compiled
+        self.laws = list(table_laws)
+        self.n_moves = N_MOVES if n_moves is None else int(n_moves)
+        self.sums_moves = int(sums_moves)
+        self.tune = True
+        self.rng = np.random.default_rng(rng)
+        stats = dict(self.stats_dtypes_shapes)
+        if compiled.unbounded:
+            stats.update(self._unbounded_stats)
+        for spec in compiled.blocks.sums:
+            stats[f"total_{spec.name}"] = (np.float64, []) if spec.shape == () else (object, None)
+        self.stats_dtypes_shapes = stats
+        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+        self._states: list[sums_kernel.SumsState] | None = None
+        self._scales: list[list[float]] = []
+        self._tuned = 0
+
+    def set_rng(self, rng) -> None:
+        check_releases(self.compiled.model)
+        self.rng = np.random.default_rng(rng)
+        self._states = None
+        self._tuned = 0
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        self.set_rng(rng)
+
+    def reset_tuning(self) -> None:
+        self.tune = True
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+    def _start(self, targets, point) -> None:
+        self._states, self._scales = [], []
+        for law, target in zip(self.laws, targets):
+            n = law.table.n_at(point)
+            latent = sums_kernel.starting_latent(target, n, self.rng)
+            self._states.append(sums_kernel.init(target, n, latent))
+            n_scale = 1.0 if target.n_noise is None else float(target.n_noise.scale[0])
+            self._scales.append([float(np.max(target.noise.scale)), max(n_scale, 1.0)])
+
+    def step(self, point):
+        targets = [law.target(point) for law in self.laws]
+        if self._states is None:
+            self._start(targets, point)
+        point = dict(point)
+        totals = np.zeros(6, dtype=np.int64)
+        stats = {"tune": self.tune}
+        for k, (law, target) in enumerate(zip(self.laws, targets)):
+            sums_scale, n_scale = self._scales[k]
+            params = sums_kernel.SumsParams(
+                sums_scale=sums_scale,
+                n_scale=n_scale,
+                sums_moves=self.sums_moves,
+                n_moves=self.n_moves if target.unbounded else 0,
+            )
+            self._states[k], info = sums_kernel.step(self.rng, self._states[k], target, params)
+            totals += info
+            if self.tune:
+                self._adapt(k, info)
+            state = self._states[k]
+            law.latent.set_value(state.latent.copy())
+            if law.table.n_value_name is not None:
+                name = law.table.n_value_name
+                point[name] = np.asarray(state.n, dtype=point[name].dtype)
+            for name, total in law.totals(state.latent).items():
+                stats[f"total_{name}"] = float(total) if total.shape == () else total
+        self._tuned += self.tune
+        stats["sums_accept_rate"] = _rate(totals[0], totals[1])
+        stats["sums_scale"] = self._scales[0][0]
+        if self.compiled.unbounded:
+            stats["birth_accept_rate"] = _rate(totals[2], totals[3])
+            stats["death_accept_rate"] = _rate(totals[4], totals[5])
+            stats["n_moves"] = self.n_moves * sum(t.unbounded for t in targets)
+            stats["n_scale"] = self._scales[0][1]
+        return point, [stats]
+
+    def _adapt(self, k: int, info: sums_kernel.SumsInfo) -> None:
+        """Tune the proposal scales towards an acceptance rate of :data:`_TARGET_ACCEPT` (during
+        tuning only: the draws use a fixed kernel)."""
+        gain = 1.0 / (1.0 + self._tuned) ** 0.6
+        pairs = ((0, info.sums_accepted, info.sums_proposed),)
+        pairs += ((1, info.births_accepted + info.deaths_accepted, info.births_proposed + info.deaths_proposed),)
+        for index, accepted, proposed in pairs:
+            if proposed:
+                log_scale = math.log(self._scales[k][index]) + gain * (
+                    accepted / proposed - _TARGET_ACCEPT
+                ) * 2.0
+                self._scales[k][index] = float(np.clip(math.exp(log_scale), 1e-3, 1e12))
+
+    def release_totals(self) -> list[np.ndarray]:
+        """Each table's current true totals, flattened (for the releases' log-likelihood)."""
+        return [state.latent @ law.matrix for state, law in zip(self._states, self.laws)]
+
+
+def _rate(accepted: int, proposed: int) -> float:
+    return accepted / proposed if proposed else np.nan
