@@ -57,10 +57,11 @@ class Ops(NamedTuple):
     where: Callable
     sum: Callable
     maximum: Callable
+    eq: Callable
 
 
-NUMPY = Ops(special.gammaln, np.log, np.where, np.sum, np.maximum)
-PYTENSOR = Ops(pt.gammaln, pt.log, pt.switch, pt.sum, pt.maximum)
+NUMPY = Ops(special.gammaln, np.log, np.where, np.sum, np.maximum, np.equal)
+PYTENSOR = Ops(pt.gammaln, pt.log, pt.switch, pt.sum, pt.maximum, pt.eq)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def _safe(n, ops: Ops):
 
 def _at_zero(n, latent, ops: Ops):
     """The log-density of ``n = 0`` records: the point mass at a zero sum."""
-    return ops.where(ops.sum(latent * latent) == 0.0, 0.0, -np.inf)
+    return ops.where(ops.eq(ops.sum(latent * latent), 0.0), 0.0, -np.inf)
 
 
 # -- counts of the support points of a finite-support record: Multinomial(n, p) -------------------

@@ -153,7 +153,7 @@ def _n_summary(ns, n_pmf):
     n_mean = float(np.sum(n_pmf * ns))
     return {
         "n_mean": n_mean,
-        "n_var": float(np.sum(n_pmf * ns**2) - n_mean**2),
+        "n_var": float(np.sum(n_pmf * (ns - n_mean) ** 2)),  # centred: exact at n = 1e8 too
         "n_values": ns,
         "n_pmf": n_pmf,
     }
@@ -488,3 +488,108 @@ def bernoulli_tables_posterior(tables, a, b, size_max=60):
             }
         )
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Oracles of the sums level (tests/test_sums.py): windows around the release, so n may be 1e8
+# --------------------------------------------------------------------------------------------------
+def _window(centre: float, half: int, low: int = 0) -> np.ndarray:
+    """The integers within ``half`` of ``centre`` and ``>= low``."""
+    middle = int(round(centre))
+    return np.arange(max(middle - half, low), middle + half + 1)
+
+
+def bernoulli_window_posterior(s_dp, mechanism, a, b, n_dp, n_mechanism, half=200):
+    """:func:`bernoulli_posterior` under unbounded DP with a flat prior, summed over ``n`` and
+    ``k = sum x`` within ``half`` of ``n_dp`` and ``s_dp`` only (the noise's weight beyond is
+    below ``exp(-half / scale)``), so that ``n`` may be 10^8. Also returns the mean and variance
+    of ``k``, the true sum."""
+    ns, ks = _window(n_dp, half), _window(s_dp, half)
+    N, K = np.meshgrid(ns, ks, indexing="ij")
+    log_w = (
+        n_mechanism.logpdf(n_dp - N) + log_beta_binomial(K, N, a, b) + mechanism.logpdf(s_dp - K)
+    )
+    w = _normalise(log_w)
+    m1 = (a + K) / (a + b + N)
+    m2 = m1 * (a + K + 1) / (a + b + N + 1)
+    theta_mean = float(np.sum(w * m1))
+    k_pmf = w.sum(axis=0)
+    k_mean = float(np.sum(k_pmf * ks))
+    return {
+        "theta_mean": theta_mean,
+        "theta_var": float(np.sum(w * m2) - theta_mean**2),
+        "k_mean": k_mean,
+        "k_var": float(np.sum(k_pmf * (ks - k_mean) ** 2)),
+        **_n_summary(ns, w.sum(axis=1)),
+    }
+
+
+def poisson_window_posterior(s_dp, mechanism, a, b, n_dp, n_mechanism, half=200):
+    """:func:`poisson_posterior` under unbounded DP (flat prior on ``n``), summed over windows
+    around ``n_dp`` and ``s_dp`` (see :func:`bernoulli_window_posterior`)."""
+    ns, ks = _window(n_dp, half), _window(s_dp, half)
+    N, K = np.meshgrid(ns.astype(float), ks.astype(float), indexing="ij")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pk = (
+            special.gammaln(a + K)
+            - special.gammaln(a)
+            - special.gammaln(K + 1)
+            + a * np.log(b / (b + N))
+            + special.xlogy(K, N / (b + N))
+        )
+    log_pk = np.where((N == 0) & (K > 0), -np.inf, log_pk)
+    w = _normalise(n_mechanism.logpdf(n_dp - N) + log_pk + mechanism.logpdf(s_dp - K))
+    m1 = (a + K) / (b + N)
+    m2 = m1 * (a + K + 1) / (b + N)
+    lam_mean = float(np.sum(w * m1))
+    return {
+        "lam_mean": lam_mean,
+        "lam_var": float(np.sum(w * m2) - lam_mean**2),
+        **_n_summary(ns, w.sum(axis=1)),
+    }
+
+
+def categorical_posterior(s_dp, mechanism, alpha, n_dp, n_mechanism, half=40):
+    """Posterior of ``p ~ Dirichlet(alpha)`` (3 categories), ``x_i ~ Categorical(p)``, the one-hot
+    counts released as ``s_dp = c + e`` (one noise draw per category), ``n_dp = n + e_n`` (flat
+    prior on ``n``).
+
+    How it is computed: with ``p`` integrated out the counts are Dirichlet-multinomial,
+    ``P(c | n) = n! / prod c_k! * Gamma(A) / Gamma(n + A) * prod Gamma(c_k + alpha_k) /
+    Gamma(alpha_k)`` (``A = sum alpha``), and ``p | c ~ Dirichlet(alpha + c)``; the posterior is
+    that mixture, enumerated over ``c_1, c_2`` within ``half`` of ``s_dp[:2]`` and ``n`` within
+    ``half`` of ``n_dp`` (``c_3 = n - c_1 - c_2``).
+
+    Returns ``p_mean``, ``p_var`` (per category), ``n_mean``, ``n_var``, ``n_values``, ``n_pmf``.
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    total = alpha.sum()
+    ns, c1, c2 = _window(n_dp, half), _window(s_dp[0], half), _window(s_dp[1], half)
+    N, C1, C2 = np.meshgrid(ns, c1, c2, indexing="ij")
+    C3 = N - C1 - C2
+    counts = np.stack([C1, C2, C3]).astype(float)
+    inside = C3 >= 0
+    safe = np.where(inside, counts, 0.0)
+    log_w = (
+        special.gammaln(N + 1.0)
+        - special.gammaln(safe + 1.0).sum(axis=0)
+        + special.gammaln(total)
+        - special.gammaln(N + total)
+        + (
+            special.gammaln(safe + alpha[:, None, None, None])
+            - special.gammaln(alpha)[:, None, None, None]
+        ).sum(axis=0)
+        + n_mechanism.logpdf(n_dp - N)
+        + sum(mechanism.logpdf(s_dp[k] - counts[k]) for k in range(3))
+    )
+    w = _normalise(np.where(inside, log_w, -np.inf))
+    posterior_alpha = safe + alpha[:, None, None, None]
+    a0 = posterior_alpha.sum(axis=0)
+    m1 = posterior_alpha / a0
+    m2 = m1 * (posterior_alpha + 1) / (a0 + 1)
+    p_mean = np.sum(w * m1, axis=(1, 2, 3))
+    return {
+        "p_mean": p_mean,
+        "p_var": np.sum(w * m2, axis=(1, 2, 3)) - p_mean**2,
+        **_n_summary(ns, w.sum(axis=(1, 2))),
+    }
