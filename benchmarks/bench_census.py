@@ -134,8 +134,9 @@ def _descendants(root: int) -> list[int]:
 
 
 class _TreeMemory:
-    """Polls the process tree (this process and its chains' workers) while sampling: the peak of
-    the total ``Pss`` and each worker's ``VmHWM``."""
+    """Polls the process tree (this process and its descendants: the chains' workers, any compiler
+    PyTensor starts) during ``pmdp.sample``: the peak of the total ``Pss`` and each descendant's
+    ``VmHWM``."""
 
     def __init__(self, interval: float = 0.1):
         self.interval = interval
@@ -174,10 +175,9 @@ def _child(spec: dict) -> None:
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
-    from bench_memory import _peak_rss_kb
-
     import numpy as np
     from _util import ess, sampling_seconds
+    from bench_memory import _peak_rss_kb
 
     import pymc_unbounded_dp as pmdp
 
@@ -244,9 +244,7 @@ def _child(spec: dict) -> None:
     print(json.dumps(out))
 
 
-def fit(
-    kind: str, n_dp: int, augment: str, chains: int, cores: int, tune: int, draws: int
-) -> dict:
+def fit(kind: str, n_dp: int, augment: str, chains: int, cores: int, tune: int, draws: int) -> dict:
     """One fit in a fresh process; on failure ``{"error": ...}`` with the spec."""
     spec = {
         "model": kind,
@@ -380,8 +378,8 @@ def _acceptance_rows(section: str, result: dict) -> list[Row]:
             result["tree_peak_pss_mb"],
             "MB",
             "",
-            f"peak total PSS of the process and its {result['workers_seen']} chain workers "
-            f"(polled); peak RSS: main process {result['peak_rss_mb']:.0f} MB, largest worker "
+            f"peak total PSS of the process and its descendants ({result['workers_seen']} seen: "
+            f"the chains' workers, any compiler; polled); peak RSS: main process {result['peak_rss_mb']:.0f} MB, largest worker "
             f"{result['worker_peak_rss_mb']:.0f} MB",
         ),
     ]
@@ -389,7 +387,9 @@ def _acceptance_rows(section: str, result: dict) -> list[Row]:
 
 def _ratio_row(section: str, kind: str, fits: list[dict]) -> tuple[Row, float]:
     by_n = {
-        f["n_dp"]: f for f in fits if f["model"] == kind and f["augment"] == "sums" and "error" not in f
+        f["n_dp"]: f
+        for f in fits
+        if f["model"] == kind and f["augment"] == "sums" and "error" not in f
     }
     low, high = min(by_n, default=None), max(by_n, default=None)
     ratio = (
@@ -403,7 +403,9 @@ def _ratio_row(section: str, kind: str, fits: list[dict]) -> tuple[Row, float]:
         if not math.isnan(ratio)
         else "the sums level did not run at two sizes"
     )
-    what = f"n = {_n(high)} over n = {_n(low)}" if not math.isnan(ratio) else "largest over smallest n"
+    what = (
+        f"n = {_n(high)} over n = {_n(low)}" if not math.isnan(ratio) else "largest over smallest n"
+    )
     return (
         Row(
             section,
@@ -443,7 +445,9 @@ def run(quick: bool) -> tuple[list[Row], dict]:
                 agreement.append(_agreement_row(section, by_level["sums"], by_level["records"]))
         rows += agreement
     section = f"{SECTION}: acceptance"
-    print("  [census] acceptance: Bernoulli count, n_dp = 1e8, chains = 4, cores = 2 ...", flush=True)
+    print(
+        "  [census] acceptance: Bernoulli count, n_dp = 1e8, chains = 4, cores = 2 ...", flush=True
+    )
     acceptance = fit("bernoulli", 10**8, "sums", chains=4, cores=2, tune=1000, draws=1000)
     rows += _acceptance_rows(section, acceptance)
     ratios = {}

@@ -15,7 +15,10 @@ Sections (``--only`` picks some, comma-separated):
   regression (user-written model with NUTS; example model with its conjugate step), ATUS, a
   two-group model and Bernoulli/Poisson counts (``chains=2, cores=1``);
 * ``mle``: ``pmdp.mcem`` on the regression (``epsilon_s = 1``, ``epsilon_n = 1``): the default
-  (EM handing over to the simulated likelihood) against plain Monte Carlo EM, same releases.
+  (EM handing over to the simulated likelihood) against plain Monte Carlo EM, same releases;
+* ``census``: the sums level (``augment="sums"``) against the records level, n_dp = 1e3 ... 1e8,
+  Bernoulli count and Poisson sum: seconds and ms per iteration (compilation excluded), bulk ESS/s
+  and peak memory, each fit in a fresh process; the Bernoulli count at 1e8 with 4 chains on 2 cores.
 
 Everything runs on one core: BLAS/OpenMP/numba thread pools are limited to one thread before
 NumPy is imported (on a shared 2-core machine, multi-threaded OpenBLAS on 2x2 solves was 40x slower).
@@ -45,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 # the benchmark helpers, and the reference sampler (reference/r_port.py, outside the package)
 sys.path[:0] = [str(HERE), str(HERE.parent / "reference")]
 
-SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle")
+SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle", "census")
 
 
 def main(argv=None) -> int:
@@ -72,6 +75,7 @@ def main(argv=None) -> int:
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
 
+    import bench_census
     import bench_ess
     import bench_kernels
     import bench_memory
@@ -87,6 +91,7 @@ def main(argv=None) -> int:
         "memory": bench_memory.run,
         "ess": bench_ess.run,
         "mle": bench_mle.run,
+        "census": bench_census.run,
     }
     info = machine()
     print(f"# pmdp benchmarks ({'quick' if args.quick else 'full'})")

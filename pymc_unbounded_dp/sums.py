@@ -106,7 +106,7 @@ class TableLaw:
         count = (
             pt.cast(self.table.model.rvs_to_values[n.rv], "float64")
             if n is not None
-            else pt.constant(float(self.table.fixed_n))
+            else pt.constant(float(self.table.fixed_n), dtype="float64")
         )
         return self.family.log_density(self.latent, count, self.parameters, laws.PYTENSOR)
 
@@ -196,7 +196,7 @@ def table_law(compiled: CompiledTable) -> TableLaw | str:
             "itself (a clamp, a power, ...): only the plain sum of such records has an exact law"
         )
     if isinstance(op, ExponentialRV):
-        params = [pt.constant(1.0), params[0]]
+        params = [pt.constant(1.0, dtype="float64"), params[0]]
     parameters = [pt.cast(p, "float64") for p in _at_values(model, params)]
     dimension = int(compiled.noise.scale.shape[0])
     return TableLaw(

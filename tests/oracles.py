@@ -593,3 +593,28 @@ def categorical_posterior(s_dp, mechanism, alpha, n_dp, n_mechanism, half=40):
         "p_var": np.sum(w * m2, axis=(1, 2, 3)) - p_mean**2,
         **_n_summary(ns, w.sum(axis=(1, 2))),
     }
+
+
+def negative_binomial_posterior(s_dp, mechanism, r, a, b, n, k_max=2000):
+    """Posterior of ``p ~ Beta(a, b)``, ``x_i ~ NegativeBinomial(r, p)`` (failures before the
+    ``r``-th success, ``r`` known), ``s_dp = sum x + e``, ``n`` known.
+
+    How it is computed: ``K = sum x ~ NegativeBinomial(n r, p)``; with ``p`` integrated out
+    ``P(K = k) = Gamma(k + n r) / (Gamma(n r) k!) B(a + n r, b + k) / B(a, b)`` and
+    ``p | k ~ Beta(a + n r, b + k)``: the mixture over ``k = 0..k_max``.
+    """
+    k = np.arange(k_max + 1.0)
+    shape = n * r
+    log_w = (
+        special.gammaln(k + shape)
+        - special.gammaln(shape)
+        - special.gammaln(k + 1)
+        + special.betaln(a + shape, b + k)
+        + mechanism.logpdf(s_dp - k)
+    )
+    w = _normalise(log_w)
+    a_post, b_post = a + shape, b + k
+    m1 = a_post / (a_post + b_post)
+    m2 = m1 * (a_post + 1) / (a_post + b_post + 1)
+    p_mean = float(np.sum(w * m1))
+    return {"p_mean": p_mean, "p_var": float(np.sum(w * m2) - p_mean**2)}

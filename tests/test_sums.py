@@ -26,11 +26,17 @@ from mcmc_checks import (
     assert_pmf_matches,
     draws_of,
 )
-from oracles import bernoulli_window_posterior, categorical_posterior, poisson_window_posterior
+from oracles import (
+    bernoulli_window_posterior,
+    categorical_posterior,
+    gamma_shape_posterior,
+    negative_binomial_posterior,
+    normal_posterior,
+    poisson_window_posterior,
+)
 
 SUM_NOISE = pmdp.Laplace(epsilon=0.5)
 COUNT_NOISE = pmdp.DiscreteLaplace(epsilon=0.5)
-
 
 
 def _unbounded_model(record, initial_n: int, observed, check_sensitivity=True):
@@ -148,3 +154,45 @@ def test_one_hot_counts_match_the_exact_posterior(categorical_model, n_dp, s_dp)
     totals = draws_of(idata, "s_total")
     assert totals.shape[-1] == 3
     np.testing.assert_array_equal(totals.sum(axis=-1), n)  # one-hot counts add up to n
+
+
+def test_normal_sum_matches_the_exact_posterior():
+    """Normal records with a known sd, their plain sum, n latent (quadrature over mu)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 1.0)
+        n = pmdp.SampleSize("n", n_dp=20, mechanism=COUNT_NOISE)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=n)
+        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=26.0, check_sensitivity=False)
+    idata = pmdp.sample(model=model, random_seed=14, **EXACT_POSTERIOR_SAMPLING)
+    assert idata["posterior"].attrs["pmdp_augment"] == "sums"  # "auto" found the exact law
+    exact = normal_posterior(
+        26.0, SUM_NOISE.scale, 1.5, 0.5, 1.0, n_dp=20, n_mechanism=COUNT_NOISE, n_max=70
+    )
+    assert_mean_and_spread_match(
+        draws_of(idata, "mu"), exact["mu_mean"], exact["mu_var"], "Normal mu"
+    )
+    n_draws = draws_of(idata, "n").astype(int)
+    assert_pmf_matches(n_draws, exact["n_values"], exact["n_pmf"], "Normal n")
+
+
+def test_gamma_shape_matches_the_exact_posterior():
+    """Gamma records whose shape is the parameter (the sum is Gamma(n theta)), known n."""
+    with pm.Model() as model:
+        theta = pm.Gamma("theta", 2.0, 1.0)
+        x = pmdp.Records("x", pm.Gamma.dist(theta, 1.0), n=15)
+        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=21.0, check_sensitivity=False)
+    idata = pmdp.sample(model=model, augment="sums", random_seed=15, **EXACT_POSTERIOR_SAMPLING)
+    exact = gamma_shape_posterior(21.0, SUM_NOISE.scale, 2.0, 1.0, n=15)
+    theta = draws_of(idata, "theta")
+    assert_mean_and_spread_match(theta, exact["theta_mean"], exact["theta_var"], "Gamma theta")
+
+
+def test_negative_binomial_sum_matches_the_exact_posterior():
+    with pm.Model() as model:
+        p = pm.Beta("p", 2.0, 2.0)
+        x = pmdp.Records("x", pm.NegativeBinomial.dist(n=2.0, p=p), n=20)
+        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=47.0, check_sensitivity=False)
+    idata = pmdp.sample(model=model, augment="sums", random_seed=16, **EXACT_POSTERIOR_SAMPLING)
+    assert "NegativeBinomial" in idata["posterior"].attrs["pmdp_sum_laws"]
+    exact = negative_binomial_posterior(47.0, SUM_NOISE, 2.0, 2.0, 2.0, n=20)
+    assert_mean_and_spread_match(draws_of(idata, "p"), exact["p_mean"], exact["p_var"], "NB p")

@@ -1,0 +1,327 @@
+"""The sums level's kernel and laws, without PyMC: each family's law against SciPy, the NumPy and
+PyTensor forms of one formula against each other, the death moves' conditional laws, and chains
+of the kernel at fixed parameters against the exact joint law of ``(n, L)``.
+
+The chain checks enumerate ``pi(n, L) ∝ p_n(L | theta) eta_s(s_dp - L) eta_n(n_dp - n)`` (flat
+prior on n) at small n, where ``p_n`` is as wide as the noise: dropping the law's ratio from the
+sum moves, or drawing a death from ``theta`` instead of the current sum, moves the pmf of ``n``
+and the mean of ``L`` by many standard errors (see ``test_a_wrong_death_law_is_caught``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+import pytest
+from scipy import special, stats
+
+import pymc_unbounded_dp as pmdp
+from mcmc_checks import assert_mean_and_spread_match, assert_pmf_matches
+from oracles import log_gamma_laplace, log_normal_laplace
+from pymc_unbounded_dp import laws
+from pymc_unbounded_dp.kernels import NoiseArrays
+from pymc_unbounded_dp.kernels import sums as kernel
+
+SUM_NOISE = pmdp.Laplace(epsilon=0.5)
+COUNT_NOISE = pmdp.DiscreteLaplace(epsilon=0.5)
+
+#: (family, params, latent values, n) with the SciPy log-pmf/pdf of the sum of n records.
+CASES = {
+    "counts": (
+        laws.COUNTS,
+        (np.log([0.2, 0.3, 0.5]),),
+        np.array([[2.0, 3.0, 5.0], [0.0, 10.0, 0.0]]),
+        10,
+        lambda x, n: stats.multinomial.logpmf(x, n, [0.2, 0.3, 0.5]),
+    ),
+    "poisson": (
+        laws.POISSON,
+        (np.float64(1.7),),
+        np.array([[0.0], [12.0], [40.0]]),
+        13,
+        lambda x, n: stats.poisson.logpmf(x[:, 0], n * 1.7),
+    ),
+    "negative-binomial": (
+        laws.NEGATIVE_BINOMIAL,
+        (np.float64(2.5), np.float64(0.4)),
+        np.array([[0.0], [30.0], [90.0]]),
+        7,
+        lambda x, n: stats.nbinom.logpmf(x[:, 0], n * 2.5, 0.4),
+    ),
+    "normal": (
+        laws.NORMAL,
+        (np.float64(-0.3), np.float64(1.9)),
+        np.array([[-10.0], [0.5], [3.0]]),
+        11,
+        lambda x, n: stats.norm.logpdf(x[:, 0], -3.3, 1.9 * np.sqrt(11)),
+    ),
+    "gamma": (
+        laws.GAMMA,
+        (np.float64(1.5), np.float64(2.0)),
+        np.array([[0.5], [20.0], [70.0]]),
+        9,
+        lambda x, n: stats.gamma.logpdf(x[:, 0], 13.5, scale=2.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_law_is_the_law_of_the_sum(case):
+    family, params, latent, n, reference = CASES[case]
+    numpy_values = [family.log_p(row, n, params) for row in latent]
+    np.testing.assert_allclose(numpy_values, reference(latent, n), rtol=1e-10)
+    value = pt.dvector("latent")
+    graph = family.log_density(
+        value,
+        pt.constant(float(n), dtype="float64"),
+        [pt.constant(p) for p in params],
+        laws.PYTENSOR,
+    )
+    pytensor_values = [float(graph.eval({value: row})) for row in latent]
+    np.testing.assert_allclose(pytensor_values, numpy_values, rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "counts"])
+def test_zero_records_sum_to_zero(case):
+    family, params, *_ = CASES[case]
+    assert family.log_p(np.zeros(1), 0, params) == 0.0
+    assert family.log_p(np.ones(1), 0, params) == -np.inf
+
+
+#: (family, params, latent of n records, n, d): the removed sum's exact mean and variance.
+REMOVED = {
+    # multivariate hypergeometric: d of n records with these counts
+    "counts": (laws.COUNTS, (np.log([0.2, 0.3, 0.5]),), np.array([4.0, 10.0, 6.0]), 20, 5),
+    # binomial thinning of the total
+    "poisson": (laws.POISSON, (np.float64(3.0),), np.array([45.0]), 15, 4),
+    # beta-binomial(total; d r, (n - d) r)
+    "negative-binomial": (
+        laws.NEGATIVE_BINOMIAL,
+        (np.float64(2.0), np.float64(0.3)),
+        np.array([60.0]),
+        12,
+        3,
+    ),
+    # the normal bridge
+    "normal": (laws.NORMAL, (np.float64(1.0), np.float64(2.0)), np.array([7.0]), 10, 4),
+    # a Beta(d alpha, (n - d) alpha) share of the total
+    "gamma": (laws.GAMMA, (np.float64(1.5), np.float64(2.0)), np.array([30.0]), 10, 3),
+}
+
+
+def _removed_moments(case):
+    family, params, latent, n, d = REMOVED[case]
+    total = latent
+    if case == "counts":
+        mean = d * total / n
+        var = d * (total / n) * (1 - total / n) * (n - d) / (n - 1)
+    elif case == "poisson":
+        mean, var = total * d / n, total * (d / n) * (1 - d / n)
+    elif case == "negative-binomial":
+        a, b, t = d * params[0], (n - d) * params[0], total
+        mean = t * a / (a + b)
+        var = t * a * b * (a + b + t) / ((a + b) ** 2 * (a + b + 1))
+    elif case == "normal":
+        mean, var = total * d / n, params[1] ** 2 * d * (n - d) / n * np.ones(1)
+    else:
+        a, b = d * params[0], (n - d) * params[0]
+        mean, var = total * a / (a + b), total**2 * a * b / ((a + b) ** 2 * (a + b + 1))
+    return mean, var
+
+
+@pytest.mark.parametrize("case", list(REMOVED))
+def test_a_death_removes_a_sum_drawn_from_its_conditional_law(case):
+    family, params, latent, n, d = REMOVED[case]
+    rng = np.random.default_rng(5)
+    draws = np.array([family.draw_removed(rng, latent, n, d, params) for _ in range(20000)])
+    mean, var = _removed_moments(case)
+    for k in range(draws.shape[1]):
+        assert_mean_and_spread_match(draws[None, :, k], mean[k], var[k], f"{case} removed [{k}]")
+
+
+@pytest.mark.parametrize("case", list(REMOVED))
+def test_a_birth_adds_the_sum_of_fresh_records(case):
+    family, params, *_ = REMOVED[case]
+    rng = np.random.default_rng(6)
+    d = 4
+    draws = np.array([family.draw_new(rng, d, params) for _ in range(20000)])
+    if case == "counts":
+        p = np.exp(params[0])
+        mean, var = d * p, d * p * (1 - p)
+    elif case == "poisson":
+        mean, var = np.array([d * params[0]]), np.array([d * params[0]])
+    elif case == "negative-binomial":
+        r, p = params
+        mean, var = np.array([d * r * (1 - p) / p]), np.array([d * r * (1 - p) / p**2])
+    elif case == "normal":
+        mean, var = np.array([d * params[0]]), np.array([d * params[1] ** 2])
+    else:
+        mean, var = (
+            np.array([d * params[0] * params[1]]),
+            np.array([d * params[0] * params[1] ** 2]),
+        )
+    for k in range(draws.shape[1]):
+        assert_mean_and_spread_match(draws[None, :, k], mean[k], var[k], f"{case} born [{k}]")
+
+
+# -- chains of the kernel at fixed parameters against the exact joint law of (n, L) ----------------
+def _target(family, params, released, matrix, n_dp=None, death_law=None):
+    released = np.atleast_1d(np.asarray(released, dtype=float))
+    if death_law is not None:
+        family = laws.Family(
+            family.name,
+            family.integer,
+            family.lower,
+            family.log_density,
+            family.draw_new,
+            death_law,
+            family.counts,
+        )
+    return kernel.SumsTarget(
+        released=released,
+        noise=NoiseArrays.of([SUM_NOISE], [released.size]),
+        matrix=matrix,
+        family=family,
+        params=params,
+        n_dp=None if n_dp is None else float(n_dp),
+        n_noise=None if n_dp is None else NoiseArrays.of([COUNT_NOISE], [1]),
+    )
+
+
+def _run(target, n, steps=6000, seed=1, chains=2):
+    """``chains`` kernel chains from the release: ``(chains, steps)`` draws of n and of L."""
+    params = kernel.SumsParams(sums_scale=3.0, n_scale=2.0, sums_moves=3, n_moves=3)
+    ns, latents = [], []
+    for chain in range(chains):
+        rng = np.random.default_rng([seed, chain])
+        state = kernel.init(target, n, kernel.starting_latent(target, n, rng))
+        chain_n, chain_latent = [], []
+        for _ in range(steps):
+            state, _ = kernel.step(rng, state, target, params)
+            chain_n.append(state.n)
+            chain_latent.append(state.latent.copy())
+        ns.append(chain_n)
+        latents.append(chain_latent)
+    return np.array(ns)[:, 500:], np.array(latents)[:, 500:]
+
+
+def _exact_integer(log_law, s_dp, n_dp, ns, ts):
+    """pi(n, t) on the grid ``ns x ts`` for an integer sum released with SUM_NOISE."""
+    N, T = np.meshgrid(ns, ts, indexing="ij")
+    log_w = log_law(T, N) + SUM_NOISE.logpdf(s_dp - T) + COUNT_NOISE.logpdf(n_dp - N)
+    w = np.exp(log_w - log_w.max())
+    return w / w.sum()
+
+
+def _check_integer_chain(label, ns_draws, t_draws, w, ns, ts):
+    n_pmf, t_pmf = w.sum(axis=1), w.sum(axis=0)
+    assert_pmf_matches(ns_draws, ns, n_pmf, f"{label} n")
+    n_mean, t_mean = np.sum(n_pmf * ns), np.sum(t_pmf * ts)
+    assert_mean_and_spread_match(ns_draws, n_mean, np.sum(n_pmf * (ns - n_mean) ** 2), f"{label} n")
+    assert_mean_and_spread_match(t_draws, t_mean, np.sum(t_pmf * (ts - t_mean) ** 2), f"{label} L")
+
+
+def test_the_poisson_chain_has_the_exact_joint_law():
+    mu, s_dp, n_dp = 2.0, 43.3, 20
+    target = _target(laws.POISSON, (np.float64(mu),), s_dp, np.ones((1, 1)), n_dp)
+    ns_draws, latent = _run(target, n_dp)
+    ns, ts = np.arange(0, 60), np.arange(0, 120)
+    with np.errstate(divide="ignore"):
+        w = _exact_integer(lambda t, n: stats.poisson.logpmf(t, n * mu), s_dp, n_dp, ns, ts)
+    _check_integer_chain("Poisson", ns_draws, latent[..., 0], w, ns, ts)
+
+
+def test_the_negative_binomial_chain_has_the_exact_joint_law():
+    r, p, s_dp, n_dp = 1.5, 0.4, 51.0, 18
+    target = _target(
+        laws.NEGATIVE_BINOMIAL, (np.float64(r), np.float64(p)), s_dp, np.ones((1, 1)), n_dp
+    )
+    ns_draws, latent = _run(target, n_dp)
+    ns, ts = np.arange(0, 60), np.arange(0, 200)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = _exact_integer(
+            lambda t, n: np.where(
+                n > 0,
+                stats.nbinom.logpmf(t, np.maximum(n, 1) * r, p),
+                np.where(t == 0, 0.0, -np.inf),
+            ),
+            s_dp,
+            n_dp,
+            ns,
+            ts,
+        )
+    _check_integer_chain("NegativeBinomial", ns_draws, latent[..., 0], w, ns, ts)
+
+
+def test_the_counts_chain_has_the_exact_joint_law():
+    """Bernoulli records (two support points), statistic x: L = (zeros, ones)."""
+    theta, s_dp, n_dp = 0.3, 7.6, 25
+    matrix = np.array([[0.0], [1.0]])
+    target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), s_dp, matrix, n_dp)
+    ns_draws, latent = _run(target, n_dp)
+    ns, ts = np.arange(0, 60), np.arange(0, 60)
+    with np.errstate(divide="ignore"):
+        w = _exact_integer(lambda t, n: stats.binom.logpmf(t, n, theta), s_dp, n_dp, ns, ts)
+    _check_integer_chain("Bernoulli counts", ns_draws, latent[..., 1], w, ns, ts)
+    np.testing.assert_array_equal(latent.sum(axis=-1), ns_draws)
+
+
+def test_a_wrong_death_law_is_caught():
+    """The power of the chain checks: a death that removes Binomial(d, theta) ones (the birth's
+    law) instead of the hypergeometric draw from the current counts is not exact, and the checks
+    fail on it."""
+    theta, s_dp, n_dp = 0.3, 7.6, 25
+    matrix = np.array([[0.0], [1.0]])
+
+    def from_theta(rng, latent, n, d, params):
+        ones = min(rng.binomial(d, theta), latent[1], d)
+        return np.array([d - ones, ones], dtype=float) if d - ones <= latent[0] else latent.copy()
+
+    target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), s_dp, matrix, n_dp, from_theta)
+    ns_draws, latent = _run(target, n_dp)
+    ns, ts = np.arange(0, 60), np.arange(0, 60)
+    with np.errstate(divide="ignore"):
+        w = _exact_integer(lambda t, n: stats.binom.logpmf(t, n, theta), s_dp, n_dp, ns, ts)
+    with pytest.raises(AssertionError):
+        _check_integer_chain("Bernoulli counts, wrong death", ns_draws, latent[..., 1], w, ns, ts)
+
+
+def _exact_continuous_n(log_marginal, n_dp, ns):
+    log_w = log_marginal(ns) + COUNT_NOISE.logpdf(n_dp - ns)
+    w = np.exp(log_w - log_w.max())
+    return w / w.sum()
+
+
+def test_the_normal_chain_has_the_exact_law_of_n():
+    mu, sigma, s_dp, n_dp = 1.2, 1.5, 26.0, 20
+    target = _target(laws.NORMAL, (np.float64(mu), np.float64(sigma)), s_dp, np.ones((1, 1)), n_dp)
+    ns_draws, _ = _run(target, n_dp)
+    ns = np.arange(1, 60)  # n = 0 has weight exp(-s_dp / 2) x eta_n(20): below 1e-9
+    pmf = _exact_continuous_n(
+        lambda n: log_normal_laplace(s_dp, n * mu, n * sigma**2, SUM_NOISE.scale), n_dp, ns
+    )
+    assert_pmf_matches(ns_draws, ns, pmf, "Normal n")
+
+
+def test_the_gamma_chain_has_the_exact_law_of_n():
+    alpha, s_dp, n_dp = 0.8, 14.0, 20
+    target = _target(laws.GAMMA, (np.float64(alpha), np.float64(1.0)), s_dp, np.ones((1, 1)), n_dp)
+    ns_draws, _ = _run(target, n_dp)
+    ns = np.arange(1, 60)
+    pmf = _exact_continuous_n(
+        lambda n: log_gamma_laplace(s_dp, n * alpha, SUM_NOISE.scale), n_dp, ns
+    )
+    assert_pmf_matches(ns_draws, ns, pmf, "Gamma n")
+
+
+def test_the_kernel_is_reproducible_and_costs_the_same_at_any_n():
+    """Same seed, same draws; and the state of a 10^8-record table is a few numbers."""
+    theta = 0.3
+    matrix = np.array([[0.0], [1.0]])
+    target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), 3e7, matrix, 10**8)
+    first, second = (_run(target, 10**8, steps=600, seed=3, chains=1) for _ in range(2))
+    np.testing.assert_array_equal(first[0], second[0])
+    np.testing.assert_array_equal(first[1], second[1])
+    assert first[1].shape[-1] == 2
+    assert abs(first[0].mean() - 10**8) < 30 and abs(first[1][..., 1].mean() - 3e7) < 30
+    assert special.gammaln(1.0) == 0.0
