@@ -17,9 +17,11 @@ calls ``pmdp.sample`` once (``random_seed=1``, ``compute_convergence_checks=Fals
 * **bulk ESS** (ArviZ) of the parameter (``theta`` / ``lam``) and of ``n``, their minimum, and the
   parameter's effective draws per second of ``sampling_time``;
 * **peak memory**: the process's peak resident memory (``VmHWM``: interpreter, PyMC and compiled
-  code included) and its resident memory just before ``pmdp.sample``; with ``cores > 1`` also the
-  largest peak of a chain's worker process and the peak of the process tree's total proportional
-  set size (``Pss``, shared pages counted once), polled every 0.1 s;
+  code included) and its resident memory just before ``pmdp.sample``; with ``cores > 1`` the
+  process tree (the chains' workers) polled every 0.1 s: the peak of its total resident memory
+  (shared pages counted in every process: an upper bound), of its total proportional set size
+  (``Pss``, shared pages split between the processes mapping them: a lower bound) and the largest
+  peak of a worker;
 * the posterior mean and sd of the parameter, compared between the levels where both run.
 
 Table: ``chains=2, cores=1, tune=draws=1000`` (``--quick``: 300 + 300), the sums level at every
@@ -135,12 +137,15 @@ def _descendants(root: int) -> list[int]:
 
 class _TreeMemory:
     """Polls the process tree (this process and its descendants: the chains' workers, any compiler
-    PyTensor starts) during ``pmdp.sample``: the peak of the total ``Pss`` and each descendant's
-    ``VmHWM``."""
+    PyTensor starts) during ``pmdp.sample``: the peak of the tree's total ``VmRSS`` (shared pages
+    counted in every process: an upper bound), the peak of its total ``Pss`` (shared pages split
+    between all the processes that map them, ``run.py``'s libraries included: a lower bound) and
+    each descendant's ``VmHWM``."""
 
     def __init__(self, interval: float = 0.1):
         self.interval = interval
         self.peak_pss_kb = 0
+        self.peak_rss_kb = 0
         self.worker_hwm_kb: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
@@ -149,7 +154,10 @@ class _TreeMemory:
         me = os.getpid()
         while True:
             workers = _descendants(me)
-            self.peak_pss_kb = max(self.peak_pss_kb, sum(_pss_kb(p) for p in [me, *workers]))
+            tree = [me, *workers]
+            self.peak_pss_kb = max(self.peak_pss_kb, sum(_pss_kb(p) for p in tree))
+            rss = sum(_status_kb(p, "VmRSS") or 0 for p in tree)
+            self.peak_rss_kb = max(self.peak_rss_kb, rss)
             for pid in workers:
                 hwm = _status_kb(pid, "VmHWM")
                 if hwm is not None:
@@ -184,6 +192,7 @@ def _child(spec: dict) -> None:
     kind, n_dp = spec["model"], spec["n_dp"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")  # as run.py
         start = time.perf_counter()
         model = build_model(kind, n_dp)
         build = time.perf_counter() - start
@@ -239,6 +248,7 @@ def _child(spec: dict) -> None:
     }
     if poller:
         out["tree_peak_pss_mb"] = poller.peak_pss_kb / 1024
+        out["tree_peak_rss_mb"] = poller.peak_rss_kb / 1024
         out["worker_peak_rss_mb"] = max(poller.worker_hwm_kb.values(), default=0) / 1024
         out["workers_seen"] = len(poller.worker_hwm_kb)
     print(json.dumps(out))
@@ -361,7 +371,8 @@ def _acceptance_rows(section: str, result: dict) -> list[Row]:
             "",
             f"PyMC's sampling_time; {_fmt(result['ms_per_iteration'])} ms per chain-iteration "
             f"over {result['cores']} cores; theta = {result['mean']:.6g} ± {result['sd']:.3g}, "
-            f"bulk ESS theta {result['ess']:.0f}, n {result['ess_n']:.0f}{_warned(result)}",
+            f"bulk ESS theta {result['ess']:.0f} ({_fmt(result['ess_per_s'])}/s), n "
+            f"{result['ess_n']:.0f}{_warned(result)}",
         ),
         Row(
             section,
@@ -375,12 +386,14 @@ def _acceptance_rows(section: str, result: dict) -> list[Row]:
         Row(
             section,
             f"{setting}: peak memory",
-            result["tree_peak_pss_mb"],
+            result["tree_peak_rss_mb"],
             "MB",
             "",
-            f"peak total PSS of the process and its descendants ({result['workers_seen']} seen: "
-            f"the chains' workers, any compiler; polled); peak RSS: main process {result['peak_rss_mb']:.0f} MB, largest worker "
-            f"{result['worker_peak_rss_mb']:.0f} MB",
+            "peak total RSS of the fresh process and its descendants (polled; "
+            f"{result['workers_seen']} seen: the chains' workers, any compiler; shared pages "
+            f"counted in each: an upper bound); total PSS {result['tree_peak_pss_mb']:.0f} MB "
+            f"(a lower bound); peak RSS of the main process {result['peak_rss_mb']:.0f} MB, of "
+            f"the largest worker {result['worker_peak_rss_mb']:.0f} MB",
         ),
     ]
 

@@ -196,3 +196,76 @@ def test_negative_binomial_sum_matches_the_exact_posterior():
     assert "NegativeBinomial" in idata["posterior"].attrs["pmdp_sum_laws"]
     exact = negative_binomial_posterior(47.0, SUM_NOISE, 2.0, 2.0, 2.0, n=20)
     assert_mean_and_spread_match(draws_of(idata, "p"), exact["p_mean"], exact["p_var"], "NB p")
+
+
+# -- what the sums level refuses, and what "auto" picks ---------------------------------------------
+def _clamped_normal_model(n_dp=50, deterministic=False):
+    import pytensor.tensor as pt
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=COUNT_NOISE)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -3, 3), pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=10.0
+        )
+        if deterministic:
+            pm.Deterministic("x_mean", x.mean())
+    return model
+
+
+def test_augment_must_be_one_of_the_levels(bernoulli_model):
+    with pytest.raises(ValueError, match=r"`augment` must be one of 'records', 'sums', 'auto'"):
+        pmdp.sample(model=bernoulli_model, augment="banana", draws=10, tune=10, chains=1)
+
+
+def test_the_sums_level_names_a_table_without_an_exact_law():
+    model = _clamped_normal_model()
+    with pytest.raises(ValueError, match="augment`='sums'") as caught:
+        pmdp.sample(model=model, augment="sums", draws=10, tune=10, chains=1)
+    message = str(caught.value)
+    assert "table 'n'" in message and "not the record itself" in message and "'x'" in message
+    step = pmdp.ReversibleJump(model=model)  # "auto" keeps the records level
+    assert step.augment == "records"
+
+
+def test_the_sums_level_refuses_records_used_outside_a_sum():
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=20)
+        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=5.0)
+        pm.Deterministic("share", x.mean())
+    with pytest.raises(ValueError, match="outside a PrivatizedSum, by 'share'"):
+        pmdp.DataAugmentation(model=model, augment="sums")
+    assert pmdp.DataAugmentation(model=model).augment == "records"
+
+
+def test_the_sums_level_refuses_record_requests_and_record_steps(bernoulli_model):
+    with pytest.raises(ValueError, match="keep_records"):
+        pmdp.ReversibleJump(model=bernoulli_model, augment="sums", keep_records=2)
+    assert pmdp.ReversibleJump(model=bernoulli_model, keep_records=2).augment == "records"
+    with pytest.raises(ValueError, match="interweave"):
+        pmdp.ReversibleJump(model=bernoulli_model, augment="sums", interweave={"n_steps": 2})
+    theta = bernoulli_model["theta"]
+    conjugate = pmdp.conjugate.ConjugateGibbs(
+        [theta], lambda rng, records, values: values, model=bernoulli_model
+    )
+    with pytest.raises(ValueError, match="ConjugateGibbs"):
+        pmdp.ReversibleJump(conjugate, model=bernoulli_model, augment="sums")
+
+
+def test_a_table_too_large_for_the_records_level_says_to_use_the_sums_level():
+    """A model is built at any n up to MAX_SUMS_RECORDS with no memory cost in n; the records
+    level refuses more than MAX_RECORDS records when it starts, naming both levels."""
+    import tracemalloc
+
+    from pymc_unbounded_dp.blocks import MAX_RECORDS
+
+    tracemalloc.start()
+    model = _clamped_normal_model(n_dp=3 * 10**8)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 200e6, peak
+    with pytest.raises(ValueError, match="MAX_RECORDS") as caught:
+        pmdp.ReversibleJump(model=model)
+    assert str(MAX_RECORDS) in str(caught.value) and "augment='sums'" in str(caught.value)
