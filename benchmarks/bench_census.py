@@ -18,7 +18,8 @@ calls ``pmdp.sample`` once (``random_seed=1``, ``compute_convergence_checks=Fals
   parameter's effective draws per second of ``sampling_time``;
 * **peak memory**: the process's peak resident memory (``VmHWM``: interpreter, PyMC and compiled
   code included) and its resident memory just before ``pmdp.sample``; with ``cores > 1`` the
-  process tree (the chains' workers) polled every 0.1 s: the peak of its total resident memory
+  process tree (the chains' workers) polled every 0.1 s: the peak of its footprint (every
+  process's private pages plus the largest shared set of one), of its total resident memory
   (shared pages counted in every process: an upper bound), of its total proportional set size
   (``Pss``, shared pages split between the processes mapping them: a lower bound) and the largest
   peak of a worker;
@@ -104,16 +105,19 @@ def _status_kb(pid, field: str) -> int | None:
     return None
 
 
-def _pss_kb(pid) -> int:
-    """The proportional set size of a process in KiB (0 if unavailable)."""
+def _rollup_kb(pid) -> dict[str, int]:
+    """``/proc/<pid>/smaps_rollup`` in KiB: ``Rss``, ``Pss``, ``Private_*``, ``Shared_*`` ({} if
+    unavailable)."""
+    out = {}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as rollup:
             for line in rollup:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
+                key, _, rest = line.partition(":")
+                if key in ("Rss", "Pss") or key.startswith(("Private_", "Shared_")):
+                    out[key] = int(rest.split()[0])
+    except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return out
 
 
 def _descendants(root: int) -> list[int]:
@@ -137,15 +141,20 @@ def _descendants(root: int) -> list[int]:
 
 class _TreeMemory:
     """Polls the process tree (this process and its descendants: the chains' workers, any compiler
-    PyTensor starts) during ``pmdp.sample``: the peak of the tree's total ``VmRSS`` (shared pages
-    counted in every process: an upper bound), the peak of its total ``Pss`` (shared pages split
-    between all the processes that map them, ``run.py``'s libraries included: a lower bound) and
-    each descendant's ``VmHWM``."""
+    PyTensor starts) during ``pmdp.sample``, and keeps the peaks of
+
+    * its footprint: the private pages of every process plus the largest shared set of one (the
+      workers are forked: what they share, with this process and each other, is this process's
+      memory and the libraries);
+    * its total resident memory (shared pages counted in every process: an upper bound) and total
+      proportional set size (shared pages split between all the processes that map them,
+      ``run.py``'s libraries included: a lower bound);
+    * each descendant's ``VmHWM``.
+    """
 
     def __init__(self, interval: float = 0.1):
         self.interval = interval
-        self.peak_pss_kb = 0
-        self.peak_rss_kb = 0
+        self.peak_kb = {"footprint": 0, "rss": 0, "pss": 0}
         self.worker_hwm_kb: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
@@ -155,9 +164,15 @@ class _TreeMemory:
         while True:
             workers = _descendants(me)
             tree = [me, *workers]
-            self.peak_pss_kb = max(self.peak_pss_kb, sum(_pss_kb(p) for p in tree))
-            rss = sum(_status_kb(p, "VmRSS") or 0 for p in tree)
-            self.peak_rss_kb = max(self.peak_rss_kb, rss)
+            rollups = [_rollup_kb(p) for p in tree]
+            private = [sum(v for k, v in r.items() if k.startswith("Private_")) for r in rollups]
+            shared = [sum(v for k, v in r.items() if k.startswith("Shared_")) for r in rollups]
+            now = {
+                "footprint": sum(private) + max(shared),
+                "rss": sum(r.get("Rss", 0) for r in rollups),
+                "pss": sum(r.get("Pss", 0) for r in rollups),
+            }
+            self.peak_kb = {k: max(v, now[k]) for k, v in self.peak_kb.items()}
             for pid in workers:
                 hwm = _status_kb(pid, "VmHWM")
                 if hwm is not None:
@@ -185,6 +200,7 @@ def _child(spec: dict) -> None:
     warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
     import numpy as np
     from _util import ess, sampling_seconds
+    from bench_ess import _LoopClock
     from bench_memory import _peak_rss_kb
 
     import pymc_unbounded_dp as pmdp
@@ -198,6 +214,9 @@ def _child(spec: dict) -> None:
         build = time.perf_counter() - start
         rss_before = _status_kb("self", "VmRSS") or 0
         poller = _TreeMemory() if spec["cores"] > 1 else None
+        # one process: the CPU time of the sampling loop too (less sensitive to a busy machine)
+        clock = _LoopClock() if spec["cores"] == 1 else None
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         start = time.perf_counter()
         if poller:
             poller.__enter__()
@@ -211,6 +230,7 @@ def _child(spec: dict) -> None:
                 random_seed=spec["seed"],
                 progressbar=False,
                 compute_convergence_checks=False,
+                **({"callback": clock} if clock else {}),
                 augment=spec["augment"],
             )
         finally:
@@ -234,6 +254,8 @@ def _child(spec: dict) -> None:
         "sampling_s": sampling,
         "iterations": iterations,
         "ms_per_iteration": 1000 * sampling / iterations,
+        "cpu_ms_per_iteration": 1000 * clock.seconds()[1] / iterations if clock else None,
+        "load_average_at_start": load,
         "ess": ess_param,
         "ess_n": ess_n,
         "ess_min": min(ess_param, ess_n),
@@ -247,8 +269,7 @@ def _child(spec: dict) -> None:
         "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
     }
     if poller:
-        out["tree_peak_pss_mb"] = poller.peak_pss_kb / 1024
-        out["tree_peak_rss_mb"] = poller.peak_rss_kb / 1024
+        out.update({f"tree_peak_{k}_mb": v / 1024 for k, v in poller.peak_kb.items()})
         out["worker_peak_rss_mb"] = max(poller.worker_hwm_kb.values(), default=0) / 1024
         out["workers_seen"] = len(poller.worker_hwm_kb)
     print(json.dumps(out))
@@ -311,7 +332,8 @@ def _fit_rows(section: str, result: dict) -> list[Row]:
             result["ms_per_iteration"],
             "ms",
             "",
-            f"sampling {_fmt(result['sampling_s'])} s; whole pmdp.sample call "
+            f"sampling {_fmt(result['sampling_s'])} s (CPU {_fmt(result['cpu_ms_per_iteration'])} "
+            f"ms per iteration); whole pmdp.sample call "
             f"{_fmt(result['call_s'])} s (compilation included); {result['chains']} chains x "
             f"({result['tune']} tune + {result['draws']} draws){level}{_warned(result)}",
         ),
@@ -386,50 +408,46 @@ def _acceptance_rows(section: str, result: dict) -> list[Row]:
         Row(
             section,
             f"{setting}: peak memory",
-            result["tree_peak_rss_mb"],
+            result["tree_peak_footprint_mb"],
             "MB",
             "",
-            "peak total RSS of the fresh process and its descendants (polled; "
-            f"{result['workers_seen']} seen: the chains' workers, any compiler; shared pages "
-            f"counted in each: an upper bound); total PSS {result['tree_peak_pss_mb']:.0f} MB "
-            f"(a lower bound); peak RSS of the main process {result['peak_rss_mb']:.0f} MB, of "
-            f"the largest worker {result['worker_peak_rss_mb']:.0f} MB",
+            "peak footprint of the fresh process and its descendants (polled every 0.1 s; "
+            f"{result['workers_seen']} seen: the chains' workers, any compiler): private pages of "
+            "each plus the largest shared set; total RSS "
+            f"{result['tree_peak_rss_mb']:.0f} MB (upper bound), total PSS "
+            f"{result['tree_peak_pss_mb']:.0f} MB (lower bound); peak RSS of the main process "
+            f"{result['peak_rss_mb']:.0f} MB, of the largest worker "
+            f"{result['worker_peak_rss_mb']:.0f} MB",
         ),
     ]
 
 
-def _ratio_row(section: str, kind: str, fits: list[dict]) -> tuple[Row, float]:
+def _ratio_row(section: str, kind: str, fits: list[dict]) -> tuple[Row, dict]:
+    """The sums level's cost per iteration at the largest ``n_dp`` over that at the smallest."""
     by_n = {
         f["n_dp"]: f
         for f in fits
         if f["model"] == kind and f["augment"] == "sums" and "error" not in f
     }
-    low, high = min(by_n, default=None), max(by_n, default=None)
-    ratio = (
-        by_n[high]["ms_per_iteration"] / by_n[low]["ms_per_iteration"]
-        if low is not None and high != low
-        else float("nan")
+    metric = f"{LABELS[kind]}, sums level: cost per iteration, largest over smallest n"
+    if len(by_n) < 2:
+        note = "the sums level did not run at two sizes"
+        return Row(section, metric, float("nan"), "x", "~1 (flat in n)", note), {}
+    low, high = by_n[min(by_n)], by_n[max(by_n)]
+    wall = high["ms_per_iteration"] / low["ms_per_iteration"]
+    cpu = high["cpu_ms_per_iteration"] / low["cpu_ms_per_iteration"]
+    row = Row(
+        section,
+        f"{LABELS[kind]}, sums level: cost per iteration, n = {_n(high['n_dp'])} over "
+        f"n = {_n(low['n_dp'])}",
+        wall,
+        "x (wall)",
+        "~1 (flat in n)",
+        f"{_fmt(high['ms_per_iteration'])} ms / {_fmt(low['ms_per_iteration'])} ms of "
+        f"sampling_time (table above, chains = 2, cores = 1); CPU time of the loop: {_fmt(cpu)}x "
+        f"({_fmt(high['cpu_ms_per_iteration'])} ms / {_fmt(low['cpu_ms_per_iteration'])} ms)",
     )
-    note = (
-        f"{_fmt(by_n[high]['ms_per_iteration'])} ms / {_fmt(by_n[low]['ms_per_iteration'])} ms "
-        "(table above, chains = 2, cores = 1)"
-        if not math.isnan(ratio)
-        else "the sums level did not run at two sizes"
-    )
-    what = (
-        f"n = {_n(high)} over n = {_n(low)}" if not math.isnan(ratio) else "largest over smallest n"
-    )
-    return (
-        Row(
-            section,
-            f"{LABELS[kind]}, sums level: cost per iteration, {what}",
-            ratio,
-            "x",
-            "~1 (flat in n)",
-            note,
-        ),
-        ratio,
-    )
+    return row, {"n": [low["n_dp"], high["n_dp"]], "wall": wall, "cpu": cpu}
 
 
 # --------------------------------------------------------------------------------------------------

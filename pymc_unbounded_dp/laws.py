@@ -189,7 +189,9 @@ NEGATIVE_BINOMIAL = Family(
     integer=True,
     lower=0.0,
     log_density=_negative_binomial_log_density,
-    draw_new=lambda rng, d, params: np.array([float(rng.negative_binomial(d * params[0], params[1]))]),
+    draw_new=lambda rng, d, params: np.array(
+        [float(rng.negative_binomial(d * params[0], params[1]))]
+    ),
     draw_removed=_negative_binomial_removed,
 )
 
@@ -230,10 +232,7 @@ def _gamma_log_density(latent, n, params, ops: Ops):
     shape = _safe(n, ops) * alpha
     positive = ops.maximum(t, 1e-300)
     value = (
-        (shape - 1.0) * ops.log(positive)
-        - t / scale
-        - ops.gammaln(shape)
-        - shape * ops.log(scale)
+        (shape - 1.0) * ops.log(positive) - t / scale - ops.gammaln(shape) - shape * ops.log(scale)
     )
     value = ops.where(t > 0, value, -np.inf)
     return ops.where(n > 0, value, _at_zero(n, latent, ops))

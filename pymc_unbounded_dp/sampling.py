@@ -187,7 +187,10 @@ def _record_level(result, compiled, step) -> None:
                 dims = ["chain", "draw", *(f"{name}_dim_{i}" for i in range(len(spec.shape)))]
                 moved[name] = xr.DataArray(values, dims=dims)
         posterior = posterior.assign(
-            {k: v.assign_coords(chain=posterior["chain"], draw=posterior["draw"]) for k, v in moved.items()}
+            {
+                k: v.assign_coords(chain=posterior["chain"], draw=posterior["draw"])
+                for k, v in moved.items()
+            }
         )
         if stats is not None:
             _set_group(result, "sample_stats", _without(stats, list(total_names(compiled))))

@@ -39,7 +39,7 @@ from pytensor.tensor.random.basic import (
     PoissonRV,
 )
 
-from pymc_unbounded_dp import kernels, laws
+from pymc_unbounded_dp import laws
 from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp.blocks import MAX_RECORDS, TableSpec, check_releases
@@ -319,7 +319,9 @@ def resolve_augment(
                 "augment='records' otherwise (the normal approximation of other sums is not "
                 "available yet)."
             )
-    if augment == "sums" or (augment == "auto" and not reasons and not outside and not keep_records):
+    if augment == "sums" or (
+        augment == "auto" and not reasons and not outside and not keep_records
+    ):
         return "sums", found
     too_large = [t for t in compiled.tables if t.spec.initial_n > MAX_RECORDS]
     if too_large:
@@ -472,12 +474,19 @@ class SumsStep(BlockedStep):
         tuning only: the draws use a fixed kernel)."""
         gain = 1.0 / (1.0 + self._tuned) ** 0.6
         pairs = ((0, info.sums_accepted, info.sums_proposed),)
-        pairs += ((1, info.births_accepted + info.deaths_accepted, info.births_proposed + info.deaths_proposed),)
+        pairs += (
+            (
+                1,
+                info.births_accepted + info.deaths_accepted,
+                info.births_proposed + info.deaths_proposed,
+            ),
+        )
         for index, accepted, proposed in pairs:
             if proposed:
-                log_scale = math.log(self._scales[k][index]) + gain * (
-                    accepted / proposed - _TARGET_ACCEPT
-                ) * 2.0
+                log_scale = (
+                    math.log(self._scales[k][index])
+                    + gain * (accepted / proposed - _TARGET_ACCEPT) * 2.0
+                )
                 self._scales[k][index] = float(np.clip(math.exp(log_scale), 1e-3, 1e12))
 
     def release_totals(self) -> list[np.ndarray]:

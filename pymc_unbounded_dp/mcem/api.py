@@ -38,6 +38,7 @@ from pymc_unbounded_dp.mcem.em import EMLoop, EMOutcome, Options, information
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik, complete_data_loglik
 from pymc_unbounded_dp.mcem.result import Boundary, Convergence, MCEMResult, MCEMState
 from pymc_unbounded_dp.mcem.simulated import SimulatedLikelihood, simulated_likelihood
+from pymc_unbounded_dp.sums import AUGMENT_LEVELS, resolve_augment
 
 __all__ = ["mcem"]
 
@@ -70,6 +71,7 @@ def mcem(
     batches: int = 4,
     max_replicates: int = 3200,
     progressbar: bool = True,
+    augment: str = "auto",
 ) -> MCEMResult:
     r"""Maximum-likelihood estimate from privatized data (Monte Carlo EM or simulated likelihood).
 
@@ -140,6 +142,11 @@ def mcem(
     max_replicates : int
         Cap on the replicates per batch.
     progressbar : bool, default True
+    augment : {"auto", "records"}, default "auto"
+        The augmentation level of the E-step. MCEM imputes records (``"auto"`` is
+        ``"records"`` here); ``"sums"`` (:func:`pmdp.sample`'s census-scale level) is refused
+        until MCEM has an M-step on the latent sums. A table of more than
+        :data:`~pymc_unbounded_dp.blocks.MAX_RECORDS` records is refused with that message.
 
     Returns
     -------
@@ -175,6 +182,15 @@ def mcem(
     model = modelcontext(model)
     if method not in METHODS:
         raise ValueError(f"mcem: `method` must be one of {METHODS}, got {method!r}.")
+    if augment == "sums":
+        raise ValueError(
+            "mcem: `augment`='sums' is not available: MCEM's E-step imputes records and its M-step "
+            "maximises their log-likelihood. Use augment='records' (the default), or "
+            "pmdp.sample(augment='sums') for the posterior at census scale."
+        )
+    if augment not in AUGMENT_LEVELS:
+        raise ValueError(f"mcem: `augment` must be 'auto' or 'records', got {augment!r}.")
+    resolve_augment(compile_model(model), "records", "mcem")  # refuses tables too large for it
     options = _options(
         initial_samples=initial_samples,
         growth=growth,
