@@ -43,6 +43,7 @@ from pymc_unbounded_dp._graph import depends_on, quick_function
 from pymc_unbounded_dp.blocks import SampleSizeSpec, TableSpec, model_blocks, observed_value
 from pymc_unbounded_dp.kernels._noise import SHAPE_ABS, SHAPE_SQUARE
 from pymc_unbounded_dp.mechanisms import _GaussianFamily, _LaplaceFamily
+from pymc_unbounded_dp.sums import LATENT_SUM_ROLE
 
 __all__ = [
     "CountPosterior",
@@ -608,7 +609,12 @@ def compare_posteriors(
     if isinstance(prob, bool) or not isinstance(prob, int | float) or not 0 < prob < 1:
         raise ValueError(f"`prob` must be a number in (0, 1), got {prob!r}.")
     if var_names is None:
-        names = [v for v in unbounded.data_vars if v in plugin.data_vars]
+        # the model's parameters; not the true totals of the sums level (they are latent data)
+        names = [
+            v
+            for v in unbounded.data_vars
+            if v in plugin.data_vars and LATENT_SUM_ROLE not in unbounded[v].attrs
+        ]
         if not names:
             raise ValueError(
                 "`idata` and `plugin_idata` have no posterior variable in common; pass the fits "

@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.steps import augmentation_step
-from pymc_unbounded_dp.sums import total_names
+from pymc_unbounded_dp.sums import LATENT_SUM_ROLE, total_names
 
 __all__ = ["sample"]
 
@@ -185,7 +185,9 @@ def _record_level(result, compiled, step) -> None:
                 spec = next(s for s in compiled.blocks.sums if f"total_{s.name}" == stat)
                 values = values.reshape(*values.shape[:2], *spec.shape)
                 dims = ["chain", "draw", *(f"{name}_dim_{i}" for i in range(len(spec.shape)))]
-                moved[name] = xr.DataArray(values, dims=dims)
+                moved[name] = xr.DataArray(
+                    values, dims=dims, attrs={LATENT_SUM_ROLE: f"the true total of {spec.name!r}"}
+                )
         posterior = posterior.assign(
             {
                 k: v.assign_coords(chain=posterior["chain"], draw=posterior["draw"])

@@ -276,13 +276,17 @@ class ReleaseLogLikelihood(BlockedStep):
         return point, [stats]
 
 
-def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
-    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move;
-    a dict ``interweave`` holds keyword arguments of :class:`Interweave`."""
+def _check_interweave(interweave) -> None:
     if not isinstance(interweave, bool | dict):
         raise TypeError(
             f"`interweave` must be True, False or a dict of Interweave options, got {interweave!r}."
         )
+
+
+def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
+    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move;
+    a dict ``interweave`` holds keyword arguments of :class:`Interweave`."""
+    _check_interweave(interweave)
     if interweave is False or not moving_parameters(model, compiled):
         return []
     options = interweave if isinstance(interweave, dict) else {}
@@ -457,6 +461,7 @@ class DataAugmentation(CompoundStep):
             )
             methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
         else:
+            _check_interweave(interweave)
             if isinstance(interweave, dict):
                 raise ValueError(
                     f"{owner}: `interweave` options apply to the records level; the sums level "

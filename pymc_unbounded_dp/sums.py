@@ -47,6 +47,9 @@ from pymc_unbounded_dp.kernels import sums as sums_kernel
 
 __all__ = ["AUGMENT_LEVELS", "SumsStep", "TableLaw", "resolve_augment", "table_law"]
 
+#: The attribute that marks a posterior variable as a release's true total at the sums level.
+LATENT_SUM_ROLE = "pmdp_latent_sum"
+
 #: The values of ``augment``.
 AUGMENT_LEVELS = ("records", "sums", "auto")
 
@@ -168,7 +171,7 @@ def table_law(compiled: CompiledTable) -> TableLaw | str:
     record = spec.records[0]
     rv = record.rv
     if rv.ndim != 1:
-        return f"its records {record.name!r} are not scalars (shape {tuple(rv.shape.eval())[1:]})"
+        return f"its records {record.name!r} are not scalars"
     op = rv.owner.op
     params = _record_parameters(rv)
     if params is None:
@@ -231,8 +234,8 @@ def _finite_support(op, params, model: pm.Model) -> np.ndarray | None | str:
     if isinstance(op, CategoricalRV):
         size = params[0].type.shape[-1]
         if size is None:
-            size = _constant(params[0].shape[-1], model, "number of categories")
-        return np.arange(int(size)) if not isinstance(size, str) else size
+            return "its number of categories is not known when the model is built"
+        return np.arange(int(size))
     if isinstance(op, BinomialRV | DiscreteUniformRV):
         low, high = (0.0, _constant(params[0], model, "number of trials"))
         if isinstance(op, DiscreteUniformRV):

@@ -146,7 +146,7 @@ def beta_update(rng, records, values):
 def test_bounded_bernoulli_matches_enumeration():
     model = bernoulli_model(30)
     step = conjugate.ConjugateGibbs([model["theta"]], beta_update, model=model)
-    idata = pmdp.sample(model=model, step=step, random_seed=31, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, step=step, random_seed=31, **SAMPLE)
     exact = bernoulli_posterior(8.4, pmdp.Laplace(epsilon=1.0), 2.0, 3.0, n=30)
     assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
 
@@ -154,7 +154,7 @@ def test_bounded_bernoulli_matches_enumeration():
 def test_unbounded_bernoulli_matches_enumeration():
     model = bernoulli_model(25, unbounded=True)
     step = conjugate.ConjugateGibbs(["theta"], beta_update, model=model)
-    idata = pmdp.sample(model=model, step=step, random_seed=32, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, step=step, random_seed=32, **SAMPLE)
     exact = bernoulli_posterior(
         8.4,
         pmdp.Laplace(epsilon=1.0),
@@ -286,6 +286,7 @@ def test_regression_gibbs_agrees_with_the_reference_sampler():
     step = conjugate.ConjugateGibbs([model[n] for n in names], regression_update, model=model)
     # The plain algorithm on both sides: this checks the conjugate update itself.
     idata = pmdp.sample(
+        augment="records",
         model=model,
         step=step,
         draws=6000,

@@ -457,7 +457,7 @@ def test_default_sampler_matches_exact_posterior(family, bounded):
     model = model_of(family, bounded)
     assert describe_forms(model, compile_model(model).blocks) == CASES[family][2]
     seed = 1000 + 2 * list(CASES).index(family) + bounded
-    idata = pmdp.sample(model=model, random_seed=seed, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=seed, **SAMPLE)
     exact, names = oracle_of(family, bounded)
     check_against(idata, exact, names, f"{family} {'bounded' if bounded else 'unbounded'}")
     # The default chooses its number of steps per iteration during tuning (0 where the move does
@@ -470,7 +470,9 @@ def test_forced_move_matches_exact_posterior(family):
     """The move itself, made every iteration (``n_steps=4``), for every non-centred form."""
     model = model_of(family, True)
     seed = 2000 + list(CASES).index(family)
-    idata = pmdp.sample(model=model, random_seed=seed, interweave={"n_steps": 4}, **SAMPLE)
+    idata = pmdp.sample(
+        augment="records", model=model, random_seed=seed, interweave={"n_steps": 4}, **SAMPLE
+    )
     exact, names = oracle_of(family, True)
     check_against(idata, exact, names, f"{family} bounded, forced move")
     stats_ = idata["sample_stats"]
@@ -484,7 +486,11 @@ def test_plain_data_augmentation_still_matches():
     record refresh); slower mixing (more draws), same target."""
     model = model_of("poisson", True)
     idata = pmdp.sample(
-        model=model, random_seed=1100, interweave=False, **{**SAMPLE, "draws": 3000}
+        augment="records",
+        model=model,
+        random_seed=1100,
+        interweave=False,
+        **{**SAMPLE, "draws": 3000},
     )
     assert "interweave_accept_rate" not in idata["sample_stats"]
     exact, names = oracle_of("poisson", True)
@@ -543,7 +549,9 @@ def test_sbc_poisson_unbounded():
         n = pmdp.SampleSize("n", n_dp=n_observed, mechanism=N_MECHANISM, prior=pm.Poisson.dist(20))
         x = pmdp.Records("x", pm.Poisson.dist(lam), n=n)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=15.0), observed=s_observed)
-        step = pmdp.ReversibleJump()  # what pmdp.sample builds: with the interweaving move
+        step = pmdp.ReversibleJump(
+            augment="records"
+        )  # what pmdp.sample builds: with the interweaving move
         assert step.interweave_step is not None
         lam_ranks, n_ranks = [], []
         for rep in range(SBC_REPLICATIONS):
@@ -573,7 +581,7 @@ def test_sbc_regression_bounded():
         y = pmdp.Records("y", pm.Normal.dist(beta * x, 1.0), n=n)
         pmdp.PrivatizedSum("sx", x, pmdp.Laplace(scale=8.0), observed=sx_observed)
         pmdp.PrivatizedSum("sy", y, pmdp.Laplace(scale=8.0), observed=sy_observed)
-        step = pmdp.DataAugmentation()
+        step = pmdp.DataAugmentation(augment="records")
         assert step.interweave_step is not None
         ranks = {"mu": [], "beta": []}
         for rep in range(SBC_REPLICATIONS):

@@ -142,13 +142,13 @@ N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.1)  # sd ~ 14 on n_dp = 100: n vari
 @pytest.fixture(scope="module")
 def unbounded():
     model = bernoulli_model(None, n_mechanism=N_MECHANISM)
-    return model, pmdp.sample(model=model, random_seed=11, **SAMPLE)
+    return model, pmdp.sample(augment="records", model=model, random_seed=11, **SAMPLE)
 
 
 @pytest.fixture(scope="module")
 def bounded():
     model = bernoulli_model(40, s_dp=15.3)
-    return model, pmdp.sample(model=model, random_seed=12, **SAMPLE)
+    return model, pmdp.sample(augment="records", model=model, random_seed=12, **SAMPLE)
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ def bernoulli_model(mechanism, observed, n=30, a=2.0, b=3.0):
 )
 def test_bernoulli_matches_enumeration(mechanism, observed):
     model = bernoulli_model(mechanism, observed)
-    idata = pmdp.sample(model=model, random_seed=11, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=11, **SAMPLE)
     exact = bernoulli_posterior(observed, mechanism, 2.0, 3.0, n=30)
     assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
     rate = float(idata["sample_stats"]["refresh_accept_rate"].mean())
@@ -47,7 +47,7 @@ def test_normal_records_match_quadrature():
         mu = pm.Normal("mu", 0.5, 2.0)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=20)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=3.0), observed=31.0)
-    idata = pmdp.sample(model=model, random_seed=3, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=3, **SAMPLE)
     exact = normal_posterior(31.0, 3.0, 1.0, 0.5, 2.0, n=20)
     assert_moments_match(draws_of(idata, "mu"), exact["mu_mean"], exact["mu_var"], "mu")
 
@@ -63,7 +63,7 @@ def test_two_record_variables_and_two_sums_match_enumeration():
         y = pmdp.Records("y", pm.Bernoulli.dist(X * beta + (1 - X) * 0.5), n=25)
         pmdp.PrivatizedSum("s_x", X, mechanisms[0], observed=s_dp[0])
         pmdp.PrivatizedSum("s_xy", X * y, mechanisms[1], observed=s_dp[1])
-    idata = pmdp.sample(model=model, random_seed=5, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=5, **SAMPLE)
     exact = two_variable_posterior(s_dp, mechanisms, 25)
     assert_mean_matches(draws_of(idata, "alpha"), exact["alpha_mean"], "alpha")
     assert_mean_matches(draws_of(idata, "beta"), exact["beta_mean"], "beta")
@@ -79,7 +79,7 @@ def test_vector_statistic_with_clipping_and_stacking():
         pmdp.PrivatizedSum(
             "s", pt.stack([clamped, 1 - clamped], axis=1), mechanism, observed=[9.0, 20.5]
         )
-    idata = pmdp.sample(model=model, random_seed=2, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=2, **SAMPLE)
     # sum(1 - x) = 30 - k: the second release is a Laplace observation of k at 30 - 20.5.
     ks = np.arange(31)
     log_w = (
@@ -109,17 +109,18 @@ def test_same_seed_same_draws_with_one_or_several_processes(small_model):
         progressbar=False,
         compute_convergence_checks=False,
     )
-    one = pmdp.sample(cores=1, **kwargs)
-    two = pmdp.sample(cores=2, **kwargs)
-    again = pmdp.sample(cores=1, **kwargs)
+    one = pmdp.sample(augment="records", cores=1, **kwargs)
+    two = pmdp.sample(augment="records", cores=2, **kwargs)
+    again = pmdp.sample(augment="records", cores=1, **kwargs)
     np.testing.assert_array_equal(draws_of(one, "theta"), draws_of(two, "theta"))
     np.testing.assert_array_equal(draws_of(one, "theta"), draws_of(again, "theta"))
-    other = pmdp.sample(cores=1, **{**kwargs, "random_seed": 43})
+    other = pmdp.sample(augment="records", cores=1, **{**kwargs, "random_seed": 43})
     assert not np.array_equal(draws_of(one, "theta"), draws_of(other, "theta"))
 
 
 def test_output_groups_and_kept_records(small_model):
     idata = pmdp.sample(
+        augment="records",
         model=small_model,
         draws=100,
         tune=50,
@@ -143,7 +144,7 @@ def test_steps_work_inside_pm_sample_with_a_user_parameter_step():
     mechanism = pmdp.Laplace(epsilon=1.0)
     model = bernoulli_model(mechanism, 8.4)
     with model:
-        step = pmdp.DataAugmentation(pm.Slice([model["theta"]]))
+        step = pmdp.DataAugmentation(pm.Slice([model["theta"]]), augment="records")
         idata = pm.sample(step=step, random_seed=9, **SAMPLE)
     exact = bernoulli_posterior(8.4, mechanism, 2.0, 3.0, n=30)
     assert_mean_matches(draws_of(idata, "theta"), exact["theta_mean"], "theta")
@@ -157,7 +158,7 @@ def test_observed_can_be_changed_with_set_data():
         theta = pm.Beta("theta", 2, 3)
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
         pmdp.PrivatizedSum("s", x, mechanism, observed=observed)
-        step = pmdp.DataAugmentation()
+        step = pmdp.DataAugmentation(augment="records")
         for value in (3.0, 25.0):
             pm.set_data({"s_observed": value})
             idata = pm.sample(step=step, random_seed=4, **SAMPLE)
@@ -183,6 +184,7 @@ def test_blas_threads_are_limited_while_sampling_and_restored_after(small_model)
     with small_model:
         step = ConjugateGibbs([small_model["theta"]], update)
     pmdp.sample(
+        augment="records",
         model=small_model,
         step=step,
         draws=3,
@@ -195,14 +197,14 @@ def test_blas_threads_are_limited_while_sampling_and_restored_after(small_model)
     assert seen and all(threads == {1} for threads in seen)  # a BLAS pool, at one thread
     assert blas_threads() == before
     with pytest.raises(ValueError, match="blas_threads"):
-        pmdp.sample(model=small_model, blas_threads=0, draws=3, tune=2, chains=1)
+        pmdp.sample(augment="records", model=small_model, blas_threads=0, draws=3, tune=2, chains=1)
 
 
 def test_parameter_steps_leave_out_the_release_terms(small_model):
     """The release terms are constant for a parameter step: its logp is the model's without them,
     and the model's own logp is untouched."""
     with small_model:
-        step = pmdp.DataAugmentation()
+        step = pmdp.DataAugmentation(augment="records")
     assert "logp" not in vars(small_model)  # the shadowing attribute is gone again
     nuts = step.methods[1]
     assert isinstance(nuts, pm.NUTS)

@@ -75,7 +75,9 @@ def drive(step, point, tune: int, draws: int, seed: int):
 @pytest.mark.parametrize("n_moves", [None, 4], ids=["adapted", "fixed"])
 def test_the_records_step_is_the_kernel_sweep_with_the_documented_schedule(unbounded, n_moves):
     with unbounded:
-        step = pmdp.ReversibleJump(n_moves=n_moves, interweave=False, keep_records=3)
+        step = pmdp.ReversibleJump(
+            augment="records", n_moves=n_moves, interweave=False, keep_records=3
+        )
     records_step = step.records_step
     point = unbounded.initial_point()
     point["theta_logodds__"] = np.asarray(0.4)
@@ -117,7 +119,7 @@ def test_a_new_chain_starts_afresh(unbounded):
     """``set_rng`` (every chain) resets the state, the moves and the keep counter: the same seed
     gives the same chain, another seed another."""
     with unbounded:
-        step = pmdp.ReversibleJump(interweave=False, keep_records=2)
+        step = pmdp.ReversibleJump(augment="records", interweave=False, keep_records=2)
     point = unbounded.initial_point()
     first = drive(step.records_step, dict(point), 3, 4, 9)
     again = drive(step.records_step, dict(point), 3, 4, 9)
@@ -136,7 +138,7 @@ def test_records_written_by_another_step_are_taken_over(bounded):
     """Another step (the interweaving move) may write records of the same ``n`` into the
     containers between iterations; the next sweep starts from them."""
     with bounded:
-        step = pmdp.DataAugmentation(interweave=False)
+        step = pmdp.DataAugmentation(augment="records", interweave=False)
     records_step = step.records_step
     table = compile_model(bounded).tables[0]
     point = bounded.initial_point()
@@ -169,7 +171,7 @@ def log_discrete_laplace(k, epsilon):
 
 def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, bounded):
     with unbounded:
-        step = pmdp.ReversibleJump(interweave=False, log_likelihood=True)
+        step = pmdp.ReversibleJump(augment="records", interweave=False, log_likelihood=True)
     records_step, loglik = step.records_step, step.methods[-1]
     records_step.set_rng(4)
     point, _ = records_step.step(unbounded.initial_point())
@@ -185,7 +187,7 @@ def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, 
     )
 
     with bounded:
-        step = pmdp.DataAugmentation(interweave=False, log_likelihood=True)
+        step = pmdp.DataAugmentation(augment="records", interweave=False, log_likelihood=True)
     step.records_step.set_rng(4)
     point, _ = step.records_step.step(bounded.initial_point())
     _, (stats,) = step.methods[-1].step(point)

@@ -86,7 +86,9 @@ def test_tables_are_formed_per_sample_size(unbounded_tables):
 
 def test_two_latent_sample_sizes_match_enumeration(unbounded_tables):
     """pmdp.sample with plain data augmentation: every table's n moves on its own."""
-    idata = pmdp.sample(model=unbounded_tables, random_seed=31, interweave=False, **SAMPLE)
+    idata = pmdp.sample(
+        augment="records", model=unbounded_tables, random_seed=31, interweave=False, **SAMPLE
+    )
     check(idata, bernoulli_tables_posterior([A, B], 2.0, 3.0), [(1, "n_a"), (2, "n_b")])
     assert set(idata["observed_data"].data_vars) == {"s_a", "s_b", "n_a_dp", "n_b_dp"}
 
@@ -104,13 +106,14 @@ def test_known_and_latent_sample_sizes_in_one_model():
     """A bounded-DP table (n = 15) next to an unbounded one; the interweaving move conditions on
     both tables' records."""
     model = two_tables(A, B_KNOWN)
-    idata = pmdp.sample(model=model, random_seed=33, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=33, **SAMPLE)
     check(idata, bernoulli_tables_posterior([A, B_KNOWN], 2.0, 3.0), [(1, "n_a")])
     assert "n_b" not in idata["posterior"]
 
 
 def test_kept_records_have_one_record_axis_per_table(unbounded_tables):
     idata = pmdp.sample(
+        augment="records",
         model=unbounded_tables,
         random_seed=34,
         keep_records=50,

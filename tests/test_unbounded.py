@@ -44,7 +44,10 @@ def check_bernoulli(idata, exact):
 )
 def test_bernoulli_flat_prior_matches_enumeration(n_mechanism, n_dp, s_dp):
     idata = pmdp.sample(
-        model=unbounded_bernoulli(n_dp, n_mechanism, s_dp), random_seed=21, **SAMPLE
+        augment="records",
+        model=unbounded_bernoulli(n_dp, n_mechanism, s_dp),
+        random_seed=21,
+        **SAMPLE,
     )
     check_bernoulli(
         idata,
@@ -67,7 +70,9 @@ def test_chunked_sweeps_match_enumeration(monkeypatch):
     monkeypatch.setattr(records, "CHUNK_ROWS", 8)
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
     model = unbounded_bernoulli(25, n_mechanism, 8.4)
-    idata = pmdp.sample(model=model, random_seed=27, **{**SAMPLE, "cores": 1})  # patch stays here
+    idata = pmdp.sample(
+        augment="records", model=model, random_seed=27, **{**SAMPLE, "cores": 1}
+    )  # patch stays here
     check_bernoulli(
         idata,
         bernoulli_posterior(
@@ -79,7 +84,7 @@ def test_chunked_sweeps_match_enumeration(monkeypatch):
 def test_bernoulli_poisson_prior_matches_enumeration():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.2)
     model = unbounded_bernoulli(12, n_mechanism, 6.5, prior=pm.Poisson.dist(18.0))
-    idata = pmdp.sample(model=model, random_seed=22, n_moves=7, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=22, n_moves=7, **SAMPLE)
     exact = bernoulli_posterior(
         6.5,
         S_MECHANISM,
@@ -97,7 +102,7 @@ def test_prior_with_parameters_and_bounded_support():
     """n ~ DiscreteUniform(10, 40): deaths below 10 and births above 40 are rejected."""
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.1)
     model = unbounded_bernoulli(8, n_mechanism, 2.0, prior=pm.DiscreteUniform.dist(10, 40))
-    idata = pmdp.sample(model=model, random_seed=23, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=23, **SAMPLE)
     n = draws_of(idata, "n")
     assert n.min() >= 10 and n.max() <= 40
     exact = bernoulli_posterior(
@@ -120,7 +125,7 @@ def test_normal_records_match_quadrature():
         n = pmdp.SampleSize("n", n_dp=18, mechanism=n_mechanism)
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=3.0), observed=31.0)
-    idata = pmdp.sample(model=model, random_seed=24, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=24, **SAMPLE)
     exact = normal_posterior(31.0, 3.0, 1.0, 0.5, 2.0, n_dp=18, n_mechanism=n_mechanism, n_max=120)
     assert_moments_match(draws_of(idata, "mu"), exact["mu_mean"], exact["mu_var"], "mu")
     assert_moments_match(draws_of(idata, "n"), exact["n_mean"], exact["n_var"], "n")
@@ -128,7 +133,7 @@ def test_normal_records_match_quadrature():
 
 def test_large_epsilon_n_reproduces_bounded_posterior():
     model = unbounded_bernoulli(30, pmdp.DiscreteLaplace(epsilon=40.0), 8.4)
-    idata = pmdp.sample(model=model, random_seed=25, **SAMPLE)
+    idata = pmdp.sample(augment="records", model=model, random_seed=25, **SAMPLE)
     assert np.all(draws_of(idata, "n") == 30)
     exact = bernoulli_posterior(8.4, S_MECHANISM, 2.0, 3.0, n=30)
     assert_moments_match(draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta")
@@ -137,7 +142,9 @@ def test_large_epsilon_n_reproduces_bounded_posterior():
 def test_chains_started_far_from_n_dp_converge():
     n_mechanism = pmdp.DiscreteLaplace(epsilon=0.3)
     model = unbounded_bernoulli(25, n_mechanism, 8.4)
-    idata = pmdp.sample(model=model, random_seed=26, initvals={"n": 300}, **SAMPLE)
+    idata = pmdp.sample(
+        augment="records", model=model, random_seed=26, initvals={"n": 300}, **SAMPLE
+    )
     exact = bernoulli_posterior(
         8.4, S_MECHANISM, 2.0, 3.0, n_dp=25, n_mechanism=n_mechanism, n_max=400
     )
@@ -149,6 +156,7 @@ def test_n_is_an_ordinary_posterior_variable():
 
     model = unbounded_bernoulli(25, pmdp.DiscreteLaplace(epsilon=0.3), 8.4)
     idata = pmdp.sample(
+        augment="records",
         model=model,
         random_seed=27,
         draws=200,
@@ -175,7 +183,7 @@ def test_default_moves_adapt_during_tuning_from_a_start_far_below_n():
     model = unbounded_bernoulli(-40, n_mechanism, 100.0, a=200.0, b=200.0)
     assert model.initial_point()["n"] == 0
     with model:
-        step = pmdp.ReversibleJump()
+        step = pmdp.ReversibleJump(augment="records")
         assert step.records_step.n_moves == [10]
         idata = pm.sample(step=step, random_seed=28, **SAMPLE)
     moves = idata["sample_stats"]["n_moves"].values
@@ -188,6 +196,6 @@ def test_default_moves_adapt_during_tuning_from_a_start_far_below_n():
         ),
     )
     short = {**SAMPLE, "draws": 50, "tune": 60, "chains": 2}
-    one = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 1})
-    two = pmdp.sample(model=model, random_seed=3, **{**short, "cores": 2})
+    one = pmdp.sample(augment="records", model=model, random_seed=3, **{**short, "cores": 1})
+    two = pmdp.sample(augment="records", model=model, random_seed=3, **{**short, "cores": 2})
     np.testing.assert_array_equal(draws_of(one, "n"), draws_of(two, "n"))
