@@ -94,12 +94,18 @@ def test_two_latent_sample_sizes_match_enumeration(unbounded_tables):
 
 
 def test_plain_pm_sample_assigns_the_package_step_and_matches_enumeration(unbounded_tables):
-    """``pm.sample()``, the first thing a PyMC user types, imputes the records (with the
-    interweaving move, the default) and is exact."""
+    """``pm.sample()``, the first thing a PyMC user types, assigns the package's step at its
+    default level (here the sums level: two Bernoulli tables, each with its own latent n) and is
+    exact; ``dp_augmentation={"augment": "records"}`` imputes the records instead (with the
+    interweaving move, the default there)."""
     with unbounded_tables:
         idata = pm.sample(random_seed=32, **SAMPLE)
-    check(idata, bernoulli_tables_posterior([A, B], 2.0, 3.0), [(1, "n_a"), (2, "n_b")])
-    assert "interweave_steps" in idata["sample_stats"]
+        records = pm.sample(random_seed=34, dp_augmentation={"augment": "records"}, **SAMPLE)
+    exact = bernoulli_tables_posterior([A, B], 2.0, 3.0)
+    check(idata, exact, [(1, "n_a"), (2, "n_b")])
+    assert "sums_accept_rate" in idata["sample_stats"]
+    check(records, exact, [(1, "n_a"), (2, "n_b")])
+    assert "interweave_steps" in records["sample_stats"]
 
 
 def test_known_and_latent_sample_sizes_in_one_model():
