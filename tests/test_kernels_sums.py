@@ -13,9 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytensor.tensor as pt
 import pytest
-from scipy import special, stats
-
-import pymc_unbounded_dp as pmdp
 from mcmc_checks import (
     assert_mean_and_spread_match,
     assert_pmf_matches,
@@ -23,6 +20,9 @@ from mcmc_checks import (
     sbc_rank,
 )
 from oracles import log_gamma_laplace, log_normal_laplace
+from scipy import special, stats
+
+import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import laws
 from pymc_unbounded_dp.kernels import NoiseArrays
 from pymc_unbounded_dp.kernels import sums as kernel

@@ -18,8 +18,6 @@ from __future__ import annotations
 import numpy as np
 import pymc as pm
 import pytest
-
-import pymc_unbounded_dp as pmdp
 from mcmc_checks import (
     EXACT_POSTERIOR_SAMPLING,
     assert_mean_and_spread_match,
@@ -34,6 +32,8 @@ from oracles import (
     normal_posterior,
     poisson_window_posterior,
 )
+
+import pymc_unbounded_dp as pmdp
 
 SUM_NOISE = pmdp.Laplace(epsilon=0.5)
 COUNT_NOISE = pmdp.DiscreteLaplace(epsilon=0.5)
