@@ -15,13 +15,16 @@ import re
 import warnings
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pymc as pm
 import xarray as xr
 from pymc.model import modelcontext
 
+from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._graph import depends_on
-from pymc_unbounded_dp.blocks import ModelBlocks, TableSpec, model_blocks
+from pymc_unbounded_dp.blocks import ModelBlocks, TableSpec, model_blocks, observed_value
 from pymc_unbounded_dp.sampling import _group, _set_group, _without
+from pymc_unbounded_dp.sums import AUGMENT_LEVELS, table_law
 
 __all__ = ["sample_posterior_predictive", "sample_prior_predictive"]
 
@@ -34,6 +37,7 @@ def sample_posterior_predictive(
     random_seed=None,
     extend_inferencedata: bool = False,
     progressbar: bool = False,
+    augment: str = "auto",
     **kwargs,
 ):
     """Posterior predictive draws of the releases: fresh records and fresh noise per posterior draw.
@@ -59,9 +63,16 @@ def sample_posterior_predictive(
     extend_inferencedata : bool, default False
         Add the ``posterior_predictive`` group to ``trace`` (in place) and return ``trace``.
     progressbar : bool, default False
+    augment : {"auto", "records", "sums"}, default "auto"
+        ``"records"``: PyMC's forward draws of ``n_d`` records per draw (O(n) per draw).
+        ``"sums"``: the true sums of ``n_d`` fresh records drawn at once from their exact law
+        (:mod:`pymc_unbounded_dp.sums`; the same distribution, O(1) per draw), for the releases
+        only; refused for a table without an exact law. ``"auto"``: ``"sums"`` when every table
+        has an exact law, only releases are drawn and no other option is passed, else
+        ``"records"``.
     **kwargs
         Passed on to :func:`pymc.sample_posterior_predictive` (``idata_kwargs``,
-        ``compile_kwargs``, ``return_inferencedata``, ...).
+        ``compile_kwargs``, ``return_inferencedata``, ...) at the records level.
 
     Returns
     -------
@@ -99,6 +110,9 @@ def sample_posterior_predictive(
     names = _var_names(model, blocks, var_names, _default_observed(model, blocks), owner)
     if names is not None:
         _check_trace_has_n(trace, model, blocks, names, owner)
+    table_laws = _sums_level(model, blocks, names, trace, augment, kwargs, owner)
+    if table_laws is not None:
+        return _sums_predictive(trace, model, table_laws, names, random_seed, extend_inferencedata)
     with _release_draws_in_object_mode(blocks):
         result = pm.sample_posterior_predictive(
             trace,
@@ -195,6 +209,80 @@ def sample_prior_predictive(
             draws, model=model, var_names=names, random_seed=random_seed, **kwargs
         )
     return _without_records(result, blocks)
+
+
+# --------------------------------------------------------------------------------------------------
+# the sums level
+# --------------------------------------------------------------------------------------------------
+def _sums_level(model, blocks, names, trace, augment, kwargs, owner):
+    """The tables' laws if the draws are made at the sums level, else ``None``."""
+    if augment not in AUGMENT_LEVELS:
+        choices = ", ".join(repr(a) for a in AUGMENT_LEVELS)
+        raise ValueError(f"{owner}: `augment` must be one of {choices}; got {augment!r}.")
+    if augment == "records" or names is None:
+        return None
+    releases = set(_release_names(blocks))
+    compiled = compile_model(model)
+    laws = [table_law(t) for t in compiled.tables]
+    problems = [
+        f"table {t.spec.label!r}: {law}"
+        for t, law in zip(compiled.tables, laws)
+        if isinstance(law, str)
+    ]
+    others = [n for n in names if n not in releases]
+    if others:
+        problems.append(f"{_listing(others)} are not releases")
+    if kwargs:
+        problems.append(f"the options {_listing(kwargs)} are PyMC's")
+    if _group(trace, "posterior") is None:
+        problems.append("`trace` has no posterior group")
+    if augment == "sums" and problems:
+        raise ValueError(
+            f"{owner}: `augment`='sums' draws the releases from the exact laws of the tables' "
+            "sums, but " + "; ".join(problems) + ". Use augment='records'."
+        )
+    return None if problems else laws
+
+
+def _release_names(blocks: ModelBlocks) -> list[str]:
+    return [s.name for s in blocks.sums] + [s.release_rv.name for s in blocks.sample_sizes]
+
+
+def _sums_predictive(trace, model, table_laws, names, random_seed, extend_inferencedata):
+    """Posterior predictive draws of the releases at the sums level, shaped as PyMC's."""
+    posterior = _group(trace, "posterior")
+    chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    flat = {
+        name: posterior[name].values.reshape(chains * draws, *posterior[name].shape[2:])
+        for name in posterior.data_vars
+    }
+    rng = np.random.default_rng(random_seed)
+    drawn = {}
+    for law in table_laws:
+        drawn.update(law.draw_releases(flat, rng))
+    observed = {}
+    data = {}
+    for name in names:
+        values = np.asarray(drawn[name])
+        values = values.reshape(chains, draws, *values.shape[1:])
+        dims = list(model.named_vars_to_dims.get(name, ()) or ())
+        dims = dims or [f"{name}_dim_{i}" for i in range(values.ndim - 2)]
+        data[name] = (["chain", "draw", *dims], values)
+        observed[name] = (dims, observed_value(model, model[name]))
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+    coords.update({d: list(c) for d, c in model.coords.items() if c is not None})
+    predictive = xr.Dataset(data, coords=coords)
+    predictive = predictive.drop_vars([c for c in predictive.coords if c not in predictive.dims])
+    predictive.attrs["pmdp_augment"] = "sums"
+    observed_data = xr.Dataset(observed)
+    observed_data = observed_data.assign_coords(
+        {d: predictive[d] for d in observed_data.dims if d in predictive.coords}
+    )
+    result = trace if extend_inferencedata else type(trace)()
+    _set_group(result, "posterior_predictive", predictive)
+    if _group(result, "observed_data") is None:
+        _set_group(result, "observed_data", observed_data)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pymc.distributions.discrete import DiscreteUniformRV
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.pytensorf import compile as compile_pymc
 from pymc.step_methods.compound import BlockedStep, Competence
+from pytensor.graph.replace import clone_replace
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import (
     BernoulliRV,
@@ -89,7 +90,10 @@ class TableLaw:
     parameters: list
     latent: pytensor.compile.SharedVariable
     description: str
+    #: The family's parameters as graphs of the model's free random variables (natural scale).
+    natural_parameters: list | None = None
     _parameter_fn: object = None
+    _natural_fn: object = None
 
     def parameters_at(self, point: dict) -> tuple:
         """The family's parameters at PyMC's ``point``, as NumPy values."""
@@ -101,6 +105,47 @@ class TableLaw:
             self._parameter_fn.trust_input = True
         values = self._parameter_fn(*self.table._inputs(point))
         return tuple(np.asarray(v, dtype=np.float64) for v in values)
+
+    def draw_releases(self, draws: dict[str, np.ndarray], rng: np.random.Generator) -> dict:
+        """Predictive draws of the table's releases at each posterior draw: the true sums of
+        ``n`` fresh records drawn from their exact law, plus fresh noise.
+
+        ``draws`` maps the model's free variables (natural scale) and the table's ``n`` to
+        ``(S, ...)`` arrays of ``S`` posterior draws; returns release name -> ``(S, ...)``.
+        """
+        model, spec = self.table.model, self.table.spec
+        if self._natural_fn is None:
+            inputs = [rv.type() for rv in model.free_RVs]
+            graphs = clone_replace(self.natural_parameters, dict(zip(model.free_RVs, inputs)))
+            self._natural_fn = pytensor.function(inputs, graphs, on_unused_input="ignore")
+            self._natural_fn.trust_input = False
+        size = next(iter(draws.values())).shape[0]
+        counts = (
+            np.full(size, self.table.fixed_n)
+            if spec.sample_size is None
+            else np.asarray(draws[spec.sample_size.name]).astype(np.int64)
+        )
+        totals = []
+        for s in range(size):
+            values = [np.asarray(draws[rv.name][s], dtype=rv.dtype) for rv in model.free_RVs]
+            params = tuple(np.asarray(p, dtype=np.float64) for p in self._natural_fn(*values))
+            latent = (
+                self.family.draw_new(rng, int(counts[s]), params)
+                if counts[s] > 0
+                else np.zeros(self.matrix.shape[0])
+            )
+            totals.append(latent @ self.matrix)
+        totals = np.array(totals)
+        out, start = {}, 0
+        for sum_spec in spec.sums:
+            size_k = int(np.prod(sum_spec.shape, dtype=int))
+            block = totals[:, start : start + size_k].reshape(-1, *sum_spec.shape)
+            out[sum_spec.name] = block + sum_spec.mechanism.simulate(block.shape, rng)
+            start += size_k
+        if spec.sample_size is not None:
+            mechanism = spec.sample_size.mechanism
+            out[spec.sample_size.release_rv.name] = counts + mechanism.simulate(counts.shape, rng)
+        return out
 
     def log_density(self) -> pt.TensorVariable:
         """``log p_n(latent | theta)`` as a graph of the value variables (for the parameter
@@ -201,6 +246,7 @@ def table_law(compiled: CompiledTable) -> TableLaw | str:
     if isinstance(op, ExponentialRV):
         params = [pt.constant(1.0, dtype="float64"), params[0]]
     parameters = [pt.cast(p, "float64") for p in _at_values(model, params)]
+    natural = [pt.cast(p, "float64") for p in params]
     dimension = int(compiled.noise.scale.shape[0])
     return TableLaw(
         table=compiled,
@@ -209,6 +255,7 @@ def table_law(compiled: CompiledTable) -> TableLaw | str:
         parameters=parameters,
         latent=pytensor.shared(np.zeros(1), name=f"{spec.label}_latent_sum"),
         description=f"{family.name} sum of {record.name!r} (exact)",
+        natural_parameters=natural,
     )
 
 
@@ -265,6 +312,7 @@ def _counts_law(compiled: CompiledTable, rv, support: np.ndarray) -> TableLaw:
         family=laws.COUNTS,
         matrix=matrix.reshape(len(support), -1),
         parameters=[pt.cast(log_p, "float64")],
+        natural_parameters=[pt.cast(single, "float64")],
         latent=pytensor.shared(np.zeros(len(support)), name=f"{spec.label}_latent_counts"),
         description=f"Multinomial counts of the {len(support)} values of {name!r} (exact)",
     )

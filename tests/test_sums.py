@@ -269,3 +269,36 @@ def test_a_table_too_large_for_the_records_level_says_to_use_the_sums_level():
     with pytest.raises(ValueError, match="MAX_RECORDS") as caught:
         pmdp.ReversibleJump(model=model)
     assert str(MAX_RECORDS) in str(caught.value) and "augment='sums'" in str(caught.value)
+
+
+def _posterior_of(draws: dict):
+    """A trace with these posterior draws: InferenceData (ArviZ 0.x) or DataTree (ArviZ 1.x)."""
+    import arviz as az
+
+    try:
+        return az.from_dict(posterior=draws)
+    except TypeError:  # ArviZ 1.x takes a dict of groups
+        return az.from_dict({"posterior": draws})
+
+
+def test_posterior_predictive_draws_the_releases_from_the_sum_law(bernoulli_model):
+    """At a posterior of theta = 0.3, n = 10^8 (4,000 draws), the predictive count and sum have
+    the law of n Bernoulli records plus the noise: mean n theta, variance n theta (1 - theta) + 2
+    b^2 (Laplace); n_dp has the discrete Laplace's variance. No record is drawn."""
+    draws = {"theta": np.full((2, 2000), 0.3), "n": np.full((2, 2000), 10**8, dtype=np.int64)}
+    trace = _posterior_of(draws)
+    predictive = pmdp.sample_posterior_predictive(trace, bernoulli_model, random_seed=4)
+    group = predictive["posterior_predictive"]
+    assert group.attrs["pmdp_augment"] == "sums"
+    s = np.asarray(group["s"].values, dtype=float)
+    theta, n = 0.3, 10**8
+    assert_mean_and_spread_match(
+        s, n * theta, n * theta * (1 - theta) + 2 * SUM_NOISE.scale**2, "s"
+    )
+    n_dp = np.asarray(group["n_dp"].values, dtype=float)
+    t = np.exp(-1 / COUNT_NOISE.scale)
+    assert_mean_and_spread_match(n_dp, n, 2 * t / (1 - t) ** 2, "n_dp")
+    with pytest.raises(ValueError, match="not releases"):
+        pmdp.sample_posterior_predictive(
+            trace, bernoulli_model, var_names=["theta"], augment="sums"
+        )
