@@ -112,7 +112,10 @@ def sample_posterior_predictive(
         _check_trace_has_n(trace, model, blocks, names, owner)
     table_laws = _sums_level(model, blocks, names, trace, augment, kwargs, owner)
     if table_laws is not None:
-        return _sums_predictive(trace, model, table_laws, names, random_seed, extend_inferencedata)
+        result = _sums_predictive(
+            trace, model, table_laws, names, random_seed, extend_inferencedata
+        )
+        return _without_records(result, blocks)
     with _release_draws_in_object_mode(blocks):
         result = pm.sample_posterior_predictive(
             trace,
