@@ -377,3 +377,29 @@ def test_sbc_of_the_sums_level_at_a_million_records():
     ranks = np.array([_sbc_replication(rng) for _ in range(SBC_REPLICATIONS)])
     assert_sbc_ranks_uniform(ranks[:, 0], SBC_KEPT + 1, "theta (sums level, n ~ 1e6)")
     assert_sbc_ranks_uniform(ranks[:, 1], SBC_KEPT + 1, "n (sums level, n ~ 1e6)")
+
+
+@pytest.mark.parametrize(
+    "mechanisms",
+    [
+        [pmdp.Laplace(scale=1.7, sensitivity=3.0)],
+        [pmdp.Laplace(epsilon=0.4), pmdp.Gaussian(sigma=2.5)],
+        [pmdp.DiscreteLaplace(epsilon=0.3, sensitivity=2)],
+        [pmdp.DiscreteGaussian(sigma=1.5), pmdp.Tulap(epsilon=1.0)],
+        [pmdp.Gaussian(sigma=0.7)],
+        [pmdp.Tulap(epsilon=0.5)],
+    ],
+)
+def test_the_noise_density_of_the_moves_is_the_kernels(mechanisms):
+    """noise_function (Python/NumPy) against the numba kernels' log-density, one and several
+    coordinates, on and off the integer lattice, sensitivities other than 1."""
+    from pymc_unbounded_dp.kernels._noise import residual_log_density
+
+    sizes = [2] * len(mechanisms)
+    for noise in (NoiseArrays.of(mechanisms, sizes), NoiseArrays.of(mechanisms[:1], [1])):
+        function = kernel.noise_function(noise)
+        for residual in (np.array([0.0, 3.0, -2.0, 7.0]), np.array([0.5, -1.25, 2.5, 0.0])):
+            residual = residual[: noise.scale.shape[0]]
+            out = np.empty_like(residual)
+            residual_log_density(residual, out, *noise.per_coordinate)
+            assert function(residual) == pytest.approx(float(out.sum()), rel=1e-12, abs=1e-12)

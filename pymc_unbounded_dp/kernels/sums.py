@@ -31,7 +31,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import nnls
 
-from pymc_unbounded_dp.kernels._noise import NoiseArrays, log_density, residual_log_density
+from pymc_unbounded_dp.kernels._noise import (
+    SHAPE_CUSTOM,
+    SHAPE_SQUARE,
+    SHAPE_TULAP,
+    NoiseArrays,
+    residual_log_density,
+)
 
 __all__ = ["SumsInfo", "SumsParams", "SumsState", "SumsTarget", "init", "step"]
 
@@ -105,17 +111,59 @@ class SumsInfo(NamedTuple):
     deaths_proposed: int
 
 
+def noise_function(noise: NoiseArrays) -> Callable[[np.ndarray], float]:
+    """``residual -> sum_j log eta_j(residual_j)``: the kernels' noise log-density
+    (:func:`~pymc_unbounded_dp.kernels._noise.log_density`) specialised to ``noise``.
+
+    Built-in shapes are evaluated in Python and NumPy: a call into the numba kernels with a
+    first-class function argument costs tens of microseconds of type dispatch, the whole budget
+    of a move here. User-defined log-densities still go through numba.
+    """
+    code, discrete, scale, log_normalizer = (
+        noise.shape_code,
+        noise.discrete,
+        noise.scale,
+        noise.log_normalizer,
+    )
+    if np.any(code >= SHAPE_CUSTOM):
+
+        def through_numba(residual: np.ndarray) -> float:
+            out = np.empty_like(residual)
+            residual_log_density(residual, out, *noise.per_coordinate)
+            return float(out.sum())
+
+        return through_numba
+    if code.shape[0] == 1:  # one coordinate (the count n_dp): plain floats
+        c, d, b, z = int(code[0]), bool(discrete[0]), float(scale[0]), float(log_normalizer[0])
+
+        def scalar(residual: np.ndarray) -> float:
+            x = float(residual[0])
+            if d and x != math.floor(x):
+                return -math.inf
+            if c == SHAPE_SQUARE:
+                return z - 0.5 * (x / b) ** 2
+            return z - abs(round(x) if c == SHAPE_TULAP else x) / b
+
+        return scalar
+    if noise.laplace_only:
+        total, inverse = float(np.sum(log_normalizer)), 1.0 / scale
+        return lambda residual: total - float(np.abs(residual) @ inverse)
+    square, tulap = code == SHAPE_SQUARE, code == SHAPE_TULAP
+
+    def vector(residual: np.ndarray) -> float:
+        magnitude = np.where(tulap, np.abs(np.rint(residual)), np.abs(residual))
+        shape = np.where(square, 0.5 * (residual / scale) ** 2, magnitude / scale)
+        values = np.where(
+            discrete & (residual != np.floor(residual)), -np.inf, log_normalizer - shape
+        )
+        return float(np.sum(values))
+
+    return vector
+
+
 def log_noise(target: SumsTarget, latent: np.ndarray) -> float:
     """``log eta_s(s_dp - latent @ matrix)``, summed over the released coordinates."""
-    residual = target.released - latent @ target.matrix
-    out = np.empty_like(residual)
-    residual_log_density(residual, out, *target.noise.per_coordinate)
-    return float(out.sum())
-
-
-def _log_noise_n(target: SumsTarget, n: int) -> float:
-    code, discrete, scale, log_normalizer, custom = target.n_noise.scalar()
-    return float(log_density(target.n_dp - n, code, discrete, scale, log_normalizer, custom))
+    return noise_function(target.noise)(target.released - latent @ target.matrix)
 
 
 def _log_prior(target: SumsTarget, n: int) -> float:
@@ -177,8 +225,9 @@ def _propose_latent(rng, target: SumsTarget, latent: np.ndarray, scale: float):
     """A symmetric proposal of the latent sum, or ``None`` if it leaves the support."""
     family = target.family
     proposal = latent.copy()
-    if family.counts:  # move units between two support points
-        source, sink = rng.choice(latent.shape[0], size=2, replace=False)
+    if family.counts:  # move units between two support points (an ordered pair, uniformly)
+        source = int(rng.integers(latent.shape[0]))
+        sink = (source + 1 + int(rng.integers(latent.shape[0] - 1))) % latent.shape[0]
         units = _jump(rng, scale)
         if latent[source] < units:
             return None
@@ -199,6 +248,8 @@ def step(
     (none when ``n`` is known); see the module docstring."""
     family, theta = target.family, target.params
     latent, n, noise_lp = state.latent, state.n, state.log_noise
+    noise_at, released, matrix = noise_function(target.noise), target.released, target.matrix
+    n_noise_at = noise_function(target.n_noise) if target.unbounded else None
     sums_accepted = births = births_accepted = deaths = deaths_accepted = 0
     sums_proposed = params.sums_moves if n > 0 else 0
     current_lp = family.log_p(latent, n, theta) if n > 0 else 0.0
@@ -208,12 +259,12 @@ def step(
         if proposal is None:
             continue
         proposal_lp = family.log_p(proposal, n, theta)
-        proposal_noise = log_noise(target, proposal)
+        proposal_noise = noise_at(released - proposal @ matrix)
         if log_u < proposal_lp + proposal_noise - current_lp - noise_lp:
             latent, current_lp, noise_lp = proposal, proposal_lp, proposal_noise
             sums_accepted += 1
     if target.unbounded:
-        n_lp = _log_noise_n(target, n) + _log_prior(target, n)
+        n_lp = n_noise_at(np.array([target.n_dp - n])) + _log_prior(target, n)
         for _ in range(params.n_moves):
             d = _jump(rng, params.n_scale)
             birth = rng.random() < 0.5
@@ -235,8 +286,8 @@ def step(
                 n_new = n - d
                 if n_new == 0:
                     proposal = np.zeros_like(latent)
-            n_lp_new = _log_noise_n(target, n_new) + _log_prior(target, n_new)
-            proposal_noise = log_noise(target, proposal)
+            n_lp_new = n_noise_at(np.array([target.n_dp - n_new])) + _log_prior(target, n_new)
+            proposal_noise = noise_at(released - proposal @ matrix)
             if log_u < proposal_noise - noise_lp + n_lp_new - n_lp:
                 latent, n, noise_lp, n_lp = proposal, n_new, proposal_noise, n_lp_new
                 births_accepted += birth
