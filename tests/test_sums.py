@@ -302,3 +302,24 @@ def test_posterior_predictive_draws_the_releases_from_the_sum_law(bernoulli_mode
         pmdp.sample_posterior_predictive(
             trace, bernoulli_model, var_names=["theta"], augment="sums"
         )
+
+
+def test_the_same_seed_gives_the_same_draws_with_one_or_two_processes(bernoulli_model):
+    with bernoulli_model:
+        pm.set_data({"count_dp": 10**8, "sum_dp": 3 * 10**7 + 0.4})
+    options = {
+        "model": bernoulli_model,
+        "augment": "sums",
+        "draws": 60,
+        "tune": 60,
+        "chains": 2,
+        "initvals": {"n": 10**8},
+        "progressbar": False,
+        "compute_convergence_checks": False,
+    }
+    one = pmdp.sample(random_seed=21, cores=1, **options)
+    two = pmdp.sample(random_seed=21, cores=2, **options)
+    other = pmdp.sample(random_seed=22, cores=1, **options)
+    for name in ("theta", "n", "s_total"):
+        np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
+    assert not np.array_equal(draws_of(one, "n"), draws_of(other, "n"))
