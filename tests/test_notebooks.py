@@ -27,6 +27,7 @@ QUICK_MODE = [
     "atus.ipynb",
     "interweaving.ipynb",
     "multiple_tables.ipynb",
+    "census_scale.ipynb",
 ]
 #: Notebooks run by another test.
 ELSEWHERE = {"risk_tutorial.ipynb": "tests/risk/test_risk_notebook.py"}
