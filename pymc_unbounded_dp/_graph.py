@@ -103,13 +103,17 @@ def with_record_count(
     """Rewrite ``outputs`` so that record variables have ``m`` rows.
 
     Non-row-wise record variables take their size from their data container's length (known
-    ``n``) or from the latent ``n`` (``sizes``: its random variable or value variable); replacing
+    ``n``; for a large table whose container is filled later, the shared scalar
+    ``container.tag.record_count``) or from the latent ``n`` (``sizes``: its random variable or
+    value variable); replacing
     each container by an ``m``-row placeholder and each size by ``m`` makes them (and everything
     downstream, such as row-wise children and statistics) draw ``m`` fresh records.
     """
     replacements = {
         data: pt.zeros((m, *data.get_value().shape[1:]), dtype=data.dtype) for data in containers
     }
+    # a large table's known n is a shared scalar beside its (not yet filled) container
+    sizes = [*sizes, *(d.tag.record_count for d in containers if hasattr(d.tag, "record_count"))]
     replacements.update({size: pt.cast(m, size.dtype) for size in sizes})
     return list(clone_replace(list(outputs), replacements))
 

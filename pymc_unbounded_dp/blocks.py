@@ -522,7 +522,8 @@ def Records(
     if sample_size is not None:
         size = sample_size.rv
     elif n_rows > EAGER_RECORDS and not parents:
-        size = pt.constant(n_rows, dtype="int64")
+        size = pytensor.shared(np.int64(n_rows), name=f"{name}_record_count")
+        data.tag.record_count = size  # what with_record_count replaces to draw m records
     else:
         size = data.shape[0]
     rv = dist if parents else change_dist_size(dist, new_size=(size,), expand=True)

@@ -34,6 +34,7 @@ from oracles import (
 )
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.blocks import model_blocks
 
 SUM_NOISE = pmdp.Laplace(epsilon=0.5)
 COUNT_NOISE = pmdp.DiscreteLaplace(epsilon=0.5)
@@ -323,3 +324,27 @@ def test_the_same_seed_gives_the_same_draws_with_one_or_two_processes(bernoulli_
     for name in ("theta", "n", "s_total"):
         np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
     assert not np.array_equal(draws_of(one, "n"), draws_of(other, "n"))
+
+
+def test_a_large_known_n_is_filled_by_the_records_level_and_drawn_at_full_length():
+    """A bounded-DP table above EAGER_RECORDS starts with a few rows in its container (no memory
+    in n when the model is built); the records level fills it with n records, and forward draws
+    (the records level's predictive) have n records, not the container's few."""
+    from pymc_unbounded_dp.blocks import EAGER_RECORDS
+
+    rows = EAGER_RECORDS + 5
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=rows)
+        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=0.3 * rows)
+    container = model_blocks(model).records[0].data
+    assert container.get_value().shape[0] < 100
+    options = {"draws": 2, "tune": 2, "chains": 1, "progressbar": False}
+    idata = pmdp.sample(
+        model=model, augment="records", random_seed=1, compute_convergence_checks=False, **options
+    )
+    assert container.get_value().shape[0] == rows
+    predictive = pmdp.sample_posterior_predictive(idata, model, augment="records", random_seed=2)
+    s = np.asarray(predictive["posterior_predictive"]["s"].values, dtype=float)
+    theta_draws = draws_of(idata, "theta")
+    assert np.all(np.abs(s.reshape(-1) - rows * theta_draws.reshape(-1)) < 10 * np.sqrt(rows))
