@@ -10,7 +10,14 @@ if str(_REFERENCE) not in sys.path:
 #: Modules with tests of a minute or more (Dask clusters in subprocesses, notebooks, SBC): run first,
 #: so that under ``pytest -n 2`` the suite does not end with one worker alone on one of them.
 LONG_MODULES = frozenset(
-    {"test_study.py", "test_cli.py", "test_notebooks.py", "test_interweave.py", "test_examples.py"}
+    {
+        "test_study.py",
+        "test_cli.py",
+        "test_notebooks.py",
+        "test_interweave.py",
+        "test_examples.py",
+        "test_kernels_sums.py",
+    }
 )
 
 
