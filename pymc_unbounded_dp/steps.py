@@ -38,6 +38,7 @@ from pymc_unbounded_dp.blocks import (
 from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 from pymc_unbounded_dp.sums import SumsStep, TableLaw, parameter_terms, resolve_augment
+from pymc_unbounded_dp.sums import acceptance_rate as _rate
 
 __all__ = [
     "DataAugmentation",
@@ -46,10 +47,6 @@ __all__ = [
     "ReleaseLogLikelihood",
     "ReversibleJump",
 ]
-
-
-def _rate(accepted: int, proposed: int) -> float:
-    return accepted / proposed if proposed else np.nan
 
 
 class RecordsStep(BlockedStep):

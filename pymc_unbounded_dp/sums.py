@@ -511,11 +511,11 @@ class SumsStep(BlockedStep):
             for name, total in law.totals(state.latent).items():
                 stats[f"total_{name}"] = float(total) if total.shape == () else total
         self._tuned += self.tune
-        stats["sums_accept_rate"] = _rate(totals[0], totals[1])
+        stats["sums_accept_rate"] = acceptance_rate(totals[0], totals[1])
         stats["sums_scale"] = self._scales[0][0]
         if self.compiled.unbounded:
-            stats["birth_accept_rate"] = _rate(totals[2], totals[3])
-            stats["death_accept_rate"] = _rate(totals[4], totals[5])
+            stats["birth_accept_rate"] = acceptance_rate(totals[2], totals[3])
+            stats["death_accept_rate"] = acceptance_rate(totals[4], totals[5])
             stats["n_moves"] = self.n_moves * sum(t.unbounded for t in targets)
             stats["n_scale"] = self._scales[0][1]
         return point, [stats]
@@ -545,5 +545,6 @@ class SumsStep(BlockedStep):
         return [state.latent @ law.matrix for state, law in zip(self._states, self.laws)]
 
 
-def _rate(accepted: int, proposed: int) -> float:
+def acceptance_rate(accepted: int, proposed: int) -> float:
+    """``accepted / proposed``, NaN when nothing was proposed (the steps' acceptance stats)."""
     return accepted / proposed if proposed else np.nan
