@@ -37,7 +37,13 @@ from pymc_unbounded_dp.blocks import (
 )
 from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
-from pymc_unbounded_dp.sums import SumsStep, TableLaw, parameter_terms, resolve_augment
+from pymc_unbounded_dp.sums import (
+    N_MOVE_STATS,
+    SumsStep,
+    TableLaw,
+    parameter_terms,
+    resolve_augment,
+)
 from pymc_unbounded_dp.sums import acceptance_rate as _rate
 
 __all__ = [
@@ -75,11 +81,7 @@ class RecordsStep(BlockedStep):
         "tune": (bool, []),
         "refresh_accept_rate": (np.float64, []),
     }
-    _unbounded_stats = {
-        "birth_accept_rate": (np.float64, []),
-        "death_accept_rate": (np.float64, []),
-        "n_moves": (np.int64, []),
-    }
+    _unbounded_stats = N_MOVE_STATS
 
     def __init__(
         self,

@@ -62,6 +62,13 @@ MAX_SUPPORT = 1024
 SUMS_MOVES = 10
 N_MOVES = 10
 
+#: The sampler stats of the moves over ``n``, at both levels (the records step declares them too).
+N_MOVE_STATS = {
+    "birth_accept_rate": (np.float64, []),
+    "death_accept_rate": (np.float64, []),
+    "n_moves": (np.int64, []),
+}
+
 #: The acceptance rate the proposal scales are tuned to.
 _TARGET_ACCEPT = 0.3
 
@@ -423,12 +430,7 @@ class SumsStep(BlockedStep):
         "sums_accept_rate": (np.float64, []),
         "sums_scale": (np.float64, []),
     }
-    _unbounded_stats = {
-        "birth_accept_rate": (np.float64, []),
-        "death_accept_rate": (np.float64, []),
-        "n_moves": (np.int64, []),
-        "n_scale": (np.float64, []),
-    }
+    _unbounded_stats = {**N_MOVE_STATS, "n_scale": (np.float64, [])}
 
     def __init__(
         self,

@@ -254,7 +254,13 @@ def poisson_posterior(
     Returns ``lam_mean``, ``lam_var``, ``n_mean``, ``n_var``, ``n_values``, ``n_pmf``.
     """
     ns, log_w_n = _sample_sizes(n, n_dp, n_mechanism, n_max)
-    N, K = np.meshgrid(ns.astype(float), np.arange(k_max + 1.0), indexing="ij")
+    return _poisson_mixture(s_dp, mechanism, a, b, ns, log_w_n, np.arange(k_max + 1))
+
+
+def _poisson_mixture(s_dp, mechanism, a, b, ns, log_w_n, ks):
+    """The Gamma mixture of :func:`poisson_posterior` over ``n`` in ``ns`` (log weights
+    ``log_w_n``) and the true sum ``k`` in ``ks``."""
+    N, K = np.meshgrid(ns.astype(float), ks.astype(float), indexing="ij")
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pk = (
             special.gammaln(a + K)
@@ -528,25 +534,7 @@ def poisson_window_posterior(s_dp, mechanism, a, b, n_dp, n_mechanism, half=200)
     """:func:`poisson_posterior` under unbounded DP (flat prior on ``n``), summed over windows
     around ``n_dp`` and ``s_dp`` (see :func:`bernoulli_window_posterior`)."""
     ns, ks = _window(n_dp, half), _window(s_dp, half)
-    N, K = np.meshgrid(ns.astype(float), ks.astype(float), indexing="ij")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_pk = (
-            special.gammaln(a + K)
-            - special.gammaln(a)
-            - special.gammaln(K + 1)
-            + a * np.log(b / (b + N))
-            + special.xlogy(K, N / (b + N))
-        )
-    log_pk = np.where((N == 0) & (K > 0), -np.inf, log_pk)
-    w = _normalise(n_mechanism.logpdf(n_dp - N) + log_pk + mechanism.logpdf(s_dp - K))
-    m1 = (a + K) / (b + N)
-    m2 = m1 * (a + K + 1) / (b + N)
-    lam_mean = float(np.sum(w * m1))
-    return {
-        "lam_mean": lam_mean,
-        "lam_var": float(np.sum(w * m2) - lam_mean**2),
-        **_n_summary(ns, w.sum(axis=1)),
-    }
+    return _poisson_mixture(s_dp, mechanism, a, b, ns, n_mechanism.logpdf(n_dp - ns), ks)
 
 
 def categorical_posterior(s_dp, mechanism, alpha, n_dp, n_mechanism, half=40):

@@ -319,8 +319,9 @@ def test_the_gamma_chain_has_the_exact_law_of_n():
     assert_pmf_matches(ns_draws, ns, pmf, "Gamma n")
 
 
-def test_the_kernel_is_reproducible_and_costs_the_same_at_any_n():
-    """Same seed, same draws; and the state of a 10^8-record table is a few numbers."""
+def test_the_kernel_is_reproducible_at_a_hundred_million_records():
+    """Same seed, same draws; the state of a 10^8-record table is a few numbers, and the chain
+    stays at the release."""
     theta = 0.3
     matrix = np.array([[0.0], [1.0]])
     target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), 3e7, matrix, 10**8)
@@ -329,7 +330,6 @@ def test_the_kernel_is_reproducible_and_costs_the_same_at_any_n():
     np.testing.assert_array_equal(first[1], second[1])
     assert first[1].shape[-1] == 2
     assert abs(first[0].mean() - 10**8) < 30 and abs(first[1][..., 1].mean() - 3e7) < 30
-    assert special.gammaln(1.0) == 0.0
 
 
 # -- simulation-based calibration of the sums-level Gibbs loop at n = 10^6 ------------------------
