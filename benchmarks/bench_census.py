@@ -232,7 +232,7 @@ def _child(spec: dict) -> None:
                 progressbar=False,
                 compute_convergence_checks=False,
                 **({"callback": clock} if clock else {}),
-                augment=spec["augment"],
+                **LEVELS[spec["augment"]],
             )
         finally:
             if poller:
@@ -274,6 +274,16 @@ def _child(spec: dict) -> None:
         out["worker_peak_rss_mb"] = max(poller.worker_hwm_kb.values(), default=0) / 1024
         out["workers_seen"] = len(poller.worker_hwm_kb)
     print(json.dumps(out))
+
+
+#: The configurations compared: the sums level, the records level as ``pmdp.sample`` runs it
+#: (with the interweaving move), and the paper's plain data augmentation (records, no
+#: interweaving), all in the same run.
+LEVELS = {
+    "sums": {"augment": "sums"},
+    "records": {"augment": "records"},
+    "plain": {"augment": "records", "interweave": False},
+}
 
 
 def fit(kind: str, n_dp: int, augment: str, chains: int, cores: int, tune: int, draws: int) -> dict:
@@ -469,8 +479,8 @@ def run(quick: bool) -> tuple[list[Row], dict]:
         agreement = []
         for n_dp in sizes:
             by_level = {}
-            for level in ("sums", "records"):
-                if level == "records" and n_dp > records_max[kind]:
+            for level in LEVELS:
+                if level != "sums" and n_dp > records_max[kind]:
                     continue
                 print(f"  [census] {LABELS[kind]}, n_dp = {_n(n_dp)}, {level} ...", flush=True)
                 result = fit(kind, n_dp, level, chains=2, cores=1, tune=tune, draws=draws)
