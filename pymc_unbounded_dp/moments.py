@@ -221,8 +221,6 @@ def record_moments(compiled: CompiledTable, nodes: int = GAUSS_NODES) -> MomentG
             points = pt.zeros((count, 1), dtype="float64") + x
             rule = pt.zeros((count, 1), dtype="float64") + w / np.sqrt(2.0 * np.pi)
         else:
-            if form.ancillary is None:  # pragma: no cover - every location-scale form has one
-                return f"its records {placeholder.name!r} have no ancillary"
             at_cuts = [form.ancillary(pt.constant(c, dtype="float64"), params, None) for c in cuts]
             low, high, density = (
                 (-TAIL, TAIL, _standard_normal_density)
