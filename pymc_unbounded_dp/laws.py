@@ -13,7 +13,11 @@ of ``L`` for ``n`` independent records, with what the moves over ``L`` and ``n``
 * :data:`POISSON`, :data:`NEGATIVE_BINOMIAL`, :data:`NORMAL`, :data:`GAMMA` -- families closed under
   sums, released through the identity statistic ``t(x) = x`` (each released coordinate is
   ``L``): Poisson(``n mu``), NegativeBinomial(``n r``, ``p``), Normal(``n mu``, ``n sigma^2``),
-  Gamma(``n alpha``, scale) (the Exponential is the Gamma of shape 1).
+  Gamma(``n alpha``, scale) (the Exponential is the Gamma of shape 1);
+* :data:`NORMAL_APPROXIMATION` -- not exact: the central-limit law ``N(n m, n C)`` of the vector of
+  true totals, with ``m`` and ``C`` one record's statistic mean and covariance
+  (:mod:`pymc_unbounded_dp.moments`), for tables without an exact law, only when asked
+  (``augment="sums"``); its moves over ``n`` use the normal bridge, exact for this law.
 
 Each family's log-density is written once over an :class:`Ops` namespace, so that the same formula
 is evaluated with NumPy by the kernels (:mod:`pymc_unbounded_dp.kernels.sums`) and with PyTensor in
@@ -34,13 +38,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pytensor.tensor as pt
-from scipy import special
+from scipy import linalg, special
 
 __all__ = [
     "COUNTS",
     "GAMMA",
     "NEGATIVE_BINOMIAL",
     "NORMAL",
+    "NORMAL_APPROXIMATION",
     "NUMPY",
     "POISSON",
     "PYTENSOR",
@@ -58,10 +63,33 @@ class Ops(NamedTuple):
     sum: Callable
     maximum: Callable
     eq: Callable
+    cholesky: Callable
+    solve_lower: Callable  # (L, b) -> L^-1 b, L lower triangular
+    diagonal: Callable
 
 
-NUMPY = Ops(special.gammaln, np.log, np.where, np.sum, np.maximum, np.equal)
-PYTENSOR = Ops(pt.gammaln, pt.log, pt.switch, pt.sum, pt.maximum, pt.eq)
+NUMPY = Ops(
+    special.gammaln,
+    np.log,
+    np.where,
+    np.sum,
+    np.maximum,
+    np.equal,
+    np.linalg.cholesky,
+    lambda lower, b: linalg.solve_triangular(lower, b, lower=True),
+    np.diagonal,
+)
+PYTENSOR = Ops(
+    pt.gammaln,
+    pt.log,
+    pt.switch,
+    pt.sum,
+    pt.maximum,
+    pt.eq,
+    pt.linalg.cholesky,
+    lambda lower, b: pt.linalg.solve_triangular(lower, b, lower=True),
+    pt.diagonal,
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +113,12 @@ class Family:
         ``draw_removed(rng, latent, n, d, params) -> latent sum of d of the n records`` given
         that the n records sum to ``latent`` (``1 <= d <= n``).
     counts : bool
-        Whether the latent sum is a vector of counts of support points (adding up to ``n``);
-        otherwise it has one coordinate.
+        Whether the latent sum is a vector of counts of support points (adding up to ``n``).
+    vector : bool
+        Whether the latent sum is the vector of released totals itself (``matrix`` the
+        identity); otherwise (and not ``counts``) it has one coordinate.
+    exact : bool
+        Whether the law is the exact law of the sums (``False``: an approximation).
     """
 
     name: str
@@ -96,6 +128,8 @@ class Family:
     draw_new: Callable
     draw_removed: Callable
     counts: bool = False
+    vector: bool = False
+    exact: bool = True
 
     def log_p(self, latent: np.ndarray, n: int, params: tuple) -> float:
         """The log-density at ``latent`` evaluated with NumPy (what the kernels call)."""
@@ -254,4 +288,46 @@ GAMMA = Family(
     log_density=_gamma_log_density,
     draw_new=lambda rng, d, params: np.array([rng.gamma(d * params[0], params[1])]),
     draw_removed=_gamma_removed,
+)
+
+
+# -- the normal approximation N(n m, n C) of the vector of true totals (not exact) ----------------
+def _normal_approximation_log_density(latent, n, params, ops: Ops):
+    mean, covariance = params
+    m = _safe(n, ops)
+    factor = ops.cholesky(covariance)
+    z = ops.solve_lower(factor, latent - m * mean)
+    dimension = mean.shape[-1]
+    value = (
+        -0.5 * ops.sum(z * z) / m
+        - ops.sum(ops.log(ops.diagonal(factor)))
+        - 0.5 * dimension * ops.log(2.0 * np.pi * m)
+    )
+    return ops.where(n > 0, value, _at_zero(n, latent, ops))
+
+
+def _normal_approximation_new(rng, d, params):
+    mean, covariance = params
+    z = rng.standard_normal(mean.shape[0])
+    return d * mean + np.sqrt(d) * (np.linalg.cholesky(covariance) @ z)
+
+
+def _normal_approximation_removed(rng, latent, n, d, params):
+    # the Gaussian bridge: the sum of d of n records given their total, under N(m, C) records
+    _, covariance = params
+    if d == n:
+        return latent.copy()
+    z = rng.standard_normal(latent.shape[0])
+    return latent * d / n + np.sqrt(d * (n - d) / n) * (np.linalg.cholesky(covariance) @ z)
+
+
+NORMAL_APPROXIMATION = Family(
+    name="Normal approximation",
+    integer=False,
+    lower=-np.inf,
+    log_density=_normal_approximation_log_density,
+    draw_new=_normal_approximation_new,
+    draw_removed=_normal_approximation_removed,
+    vector=True,
+    exact=False,
 )

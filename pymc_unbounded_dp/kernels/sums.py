@@ -10,6 +10,11 @@ with ``L`` the latent sum (see :mod:`pymc_unbounded_dp.laws`). One :func:`step` 
   a continuous sum; ``+-(1 + floor(scale |z|))`` for an integer one; for counts, that many units
   moved from one support point to another, the pair drawn uniformly), accepted with
   ``p_n(L') eta_s(s_dp - L' @ matrix) / (p_n(L) eta_s(s_dp - L @ matrix))``;
+* for a vector latent (the normal approximation, :data:`~pymc_unbounded_dp.laws.NORMAL_APPROXIMATION`,
+  whose latent is the released totals themselves) with continuous Laplace or Gaussian noise,
+  ``sums_moves`` more *redraws*: ``L' = s_dp - e``, ``e`` drawn from the noise, an independence
+  proposal accepted with ``p_n(L') / p_n(L)`` (the noise cancels), which makes nearly independent
+  draws at large ``n`` where the release pins the totals far more tightly than ``p_n``;
 * ``n_moves`` birth/death moves of ``d`` records, ``d = 1 + floor(n_scale |z|)``, a birth or a
   death with probability 1/2 each: a birth adds the sum of ``d`` fresh records, a death removes
   the sum of ``d`` of the ``n`` records drawn from its law given ``L`` (a death of more records
@@ -32,6 +37,7 @@ import numpy as np
 from scipy.optimize import nnls
 
 from pymc_unbounded_dp.kernels._noise import (
+    SHAPE_ABS,
     SHAPE_CUSTOM,
     SHAPE_SQUARE,
     SHAPE_TULAP,
@@ -109,6 +115,8 @@ class SumsInfo(NamedTuple):
     births_proposed: int
     deaths_accepted: int
     deaths_proposed: int
+    redraws_accepted: int = 0
+    redraws_proposed: int = 0
 
 
 def noise_function(noise: NoiseArrays) -> Callable[[np.ndarray], float]:
@@ -191,6 +199,8 @@ def starting_latent(target: SumsTarget, n: int, rng: np.random.Generator) -> np.
     family, k = target.family, target.matrix.shape[0]
     if n == 0:
         return np.zeros(k)
+    if family.vector:  # the latent is the released totals themselves
+        return np.array(target.released, dtype=np.float64)
     if not _is_counts(target):  # every released coordinate is the latent sum itself
         value = float(np.mean(target.released))
         if family.integer:
@@ -236,9 +246,34 @@ def _propose_latent(rng, target: SumsTarget, latent: np.ndarray, scale: float):
         return proposal
     if family.integer:
         proposal[0] += _jump(rng, scale) * (1 if rng.random() < 0.5 else -1)
-    else:
-        proposal[0] += scale * rng.standard_normal()
-    return proposal if proposal[0] >= family.lower else None
+    else:  # each coordinate in proportion to its noise scale (one coordinate but for vectors)
+        proposal += scale * _units(target) * rng.standard_normal(latent.shape)
+    return proposal if np.all(proposal >= family.lower) else None
+
+
+def _units(target: SumsTarget) -> np.ndarray | float:
+    """The relative proposal scale of each coordinate of a vector latent: its noise scale."""
+    if not target.family.vector:
+        return 1.0
+    return target.noise.scale / np.max(target.noise.scale)
+
+
+def _redraws(target: SumsTarget) -> bool:
+    """Whether the redraw move applies: a vector latent with continuous Laplace or Gaussian noise
+    on every coordinate."""
+    noise = target.noise
+    return bool(
+        target.family.vector
+        and not np.any(noise.discrete)
+        and np.all((noise.shape_code == SHAPE_ABS) | (noise.shape_code == SHAPE_SQUARE))
+    )
+
+
+def _draw_noise(rng: np.random.Generator, noise: NoiseArrays) -> np.ndarray:
+    """One draw of continuous Laplace or Gaussian noise (``_redraws``)."""
+    size = noise.scale.shape[0]
+    gaussian, laplace = rng.standard_normal(size), rng.laplace(0.0, 1.0, size)
+    return noise.scale * np.where(noise.shape_code == SHAPE_SQUARE, gaussian, laplace)
 
 
 def step(
@@ -263,6 +298,15 @@ def step(
         if log_u < proposal_lp + proposal_noise - current_lp - noise_lp:
             latent, current_lp, noise_lp = proposal, proposal_lp, proposal_noise
             sums_accepted += 1
+    redraws = sums_proposed if _redraws(target) else 0
+    redraws_accepted = 0
+    for _ in range(redraws):
+        proposal = released - _draw_noise(rng, target.noise)
+        proposal_lp = family.log_p(proposal, n, theta)
+        if math.log(rng.random()) < proposal_lp - current_lp:
+            latent, current_lp = proposal, proposal_lp
+            noise_lp = noise_at(released - proposal @ matrix)
+            redraws_accepted += 1
     if target.unbounded:
         n_lp = n_noise_at(np.array([target.n_dp - n])) + _log_prior(target, n)
         for _ in range(params.n_moves):
@@ -292,5 +336,14 @@ def step(
                 latent, n, noise_lp, n_lp = proposal, n_new, proposal_noise, n_lp_new
                 births_accepted += birth
                 deaths_accepted += not birth
-    info = SumsInfo(sums_accepted, sums_proposed, births_accepted, births, deaths_accepted, deaths)
+    info = SumsInfo(
+        sums_accepted,
+        sums_proposed,
+        births_accepted,
+        births,
+        deaths_accepted,
+        deaths,
+        redraws_accepted,
+        redraws,
+    )
     return SumsState(latent, n, noise_lp), info
