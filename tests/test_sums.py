@@ -221,13 +221,22 @@ def test_augment_must_be_one_of_the_levels(bernoulli_model):
 
 
 def test_the_sums_level_names_a_table_without_an_exact_law():
+    # a clamped Normal has no exact law: "sums" opts into the normal approximation, and says so
     model = _clamped_normal_model()
+    step = pmdp.ReversibleJump(model=model, augment="sums")
+    assert step.augment == "sums"
+    (law,) = step.records_step.laws
+    assert not law.family.exact and "approximate" in law.description
+    assert pmdp.ReversibleJump(model=model).augment == "records"  # "auto" never approximates
+    # a clamped Poisson has neither an exact law nor a moment rule: refused, both reasons named
+    with pm.Model() as poisson:
+        lam = pm.Exponential("lam", 1.0)
+        x = pmdp.Records("x", pm.Poisson.dist(lam), n=20)
+        pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 3), pmdp.Laplace(1.0, 3.0), observed=5.0)
     with pytest.raises(ValueError, match="augment`='sums'") as caught:
-        pmdp.sample(model=model, augment="sums", draws=10, tune=10, chains=1)
+        pmdp.sample(model=poisson, augment="sums", draws=10, tune=10, chains=1)
     message = str(caught.value)
-    assert "table 'n'" in message and "not the record itself" in message and "'x'" in message
-    step = pmdp.ReversibleJump(model=model)  # "auto" keeps the records level
-    assert step.augment == "records"
+    assert "not the record itself" in message and "'x'" in message and "moments" in message
 
 
 def test_the_sums_level_refuses_records_used_outside_a_sum():
