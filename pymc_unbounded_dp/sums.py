@@ -453,9 +453,8 @@ def resolve_augment(
             f"more than the records level holds (MAX_RECORDS = {MAX_RECORDS}), and the sums "
             f"level has no exact law for this model{why}. Sample with augment='sums', which "
             "models such a table's true sums by the normal approximation N(n m, n C) (not "
-            "exact: its error shrinks like 1/sqrt(n), and an accuracy figure per table is "
-            "reported in the posterior's attributes, see the 'Census scale' docs page), or "
-            "release fewer records per table."
+            "exact: its error shrinks like 1/sqrt(n); the posterior's attribute "
+            "'pmdp_sum_laws' names each table's law), or release fewer records per table."
         )
     return "records", None
 
