@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import xarray as xr
@@ -10,7 +12,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.steps import augmentation_step
-from pymc_unbounded_dp.sums import LATENT_SUM_ROLE, total_names
+from pymc_unbounded_dp.sums import LATENT_SUM_ROLE, approximation_accuracy, total_names
 
 __all__ = ["sample"]
 
@@ -97,8 +99,10 @@ def sample(
         from ``observed_data``. At the sums level the posterior also has the true total of each
         release, ``f"{name}_total"`` (the sum before noise), ``sample_stats`` has
         ``sums_accept_rate`` (and the proposal scales) in place of ``refresh_accept_rate``, and
-        the posterior's attributes ``pmdp_augment`` (the level used) and ``pmdp_sum_laws`` (each
-        table's law, and whether it is exact) say how it was sampled.
+        the posterior's attributes ``pmdp_augment`` (the level used), ``pmdp_sum_laws`` (each
+        table's law, and whether it is exact) and ``pmdp_sum_accuracy`` (each table's
+        Berry--Esseen bound and moment-rule error at the posterior mean, "exact" for an exact
+        law) say how it was sampled; a poor approximation also warns.
 
     Examples
     --------
@@ -164,6 +168,21 @@ def sample(
     return result
 
 
+def _accuracy(law, posterior):
+    """``law``'s accuracy figure at the posterior mean of the parameters and of ``n``."""
+    if law.family.exact:
+        return approximation_accuracy(law, [], 0)
+    values = []
+    for rv in law.table.model.free_RVs:
+        mean = posterior[rv.name].mean(("chain", "draw")).values
+        if rv.dtype.startswith("int"):
+            mean = np.round(mean)
+        values.append(np.asarray(mean, dtype=rv.dtype))
+    size = law.table.spec.sample_size
+    n = law.table.fixed_n if size is None else int(round(float(posterior[size.name].mean())))
+    return approximation_accuracy(law, values, n)
+
+
 def _record_level(result, compiled, step) -> None:
     """Move the sums level's true totals into the posterior; say in its attributes which level
     and which laws were used."""
@@ -176,6 +195,17 @@ def _record_level(result, compiled, step) -> None:
         posterior.attrs["pmdp_sum_laws"] = "; ".join(
             f"{law.table.spec.label}: {law.description}" for law in laws
         )
+        accuracies = [_accuracy(law, posterior) for law in laws]
+        posterior.attrs["pmdp_sum_accuracy"] = "; ".join(
+            f"{law.table.spec.label}: {a.describe()}" for law, a in zip(laws, accuracies)
+        )
+        for law, accuracy in zip(laws, accuracies):
+            if accuracy.poor:
+                warnings.warn(
+                    f"pmdp.sample: table {law.table.spec.label!r}: {accuracy.describe()}.",
+                    UserWarning,
+                    stacklevel=3,
+                )
         moved = {}
         for stat, name in total_names(compiled).items():
             if stats is not None and stat in stats:

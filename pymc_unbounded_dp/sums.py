@@ -45,9 +45,17 @@ from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_f
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp.blocks import MAX_RECORDS, TableSpec, check_releases
 from pymc_unbounded_dp.kernels import sums as sums_kernel
-from pymc_unbounded_dp.moments import record_moments
+from pymc_unbounded_dp.moments import integration_error, moment_function, record_moments
 
-__all__ = ["AUGMENT_LEVELS", "SumsStep", "TableLaw", "resolve_augment", "table_law"]
+__all__ = [
+    "AUGMENT_LEVELS",
+    "Accuracy",
+    "SumsStep",
+    "TableLaw",
+    "approximation_accuracy",
+    "resolve_augment",
+    "table_law",
+]
 
 #: The attribute that marks a posterior variable as a release's true total at the sums level.
 LATENT_SUM_ROLE = "pmdp_latent_sum"
@@ -76,6 +84,13 @@ N_MOVE_STATS = {
 APPROXIMATION_NODES = 8
 #: The normal approximation's floor under one record's covariance, relative to its scale.
 COVARIANCE_FLOOR = 1e-10
+
+#: The Berry--Esseen constant for sums of i.i.d. variables (Shevtsova 2011):
+#: ``sup_t |P(T <= t) - Phi(t)| <= BERRY_ESSEEN * rho / (sigma^3 sqrt(n))`` for each standardised
+#: total ``T``, with ``rho`` one record's third absolute central moment.
+BERRY_ESSEEN = 0.4748
+#: A Berry--Esseen bound above this is reported as a poor approximation (with a warning).
+POOR_ACCURACY = 0.05
 
 #: The acceptance rate the proposal scales are tuned to.
 _TARGET_ACCEPT = 0.3
@@ -195,6 +210,90 @@ class TableLaw:
             out[spec.name] = flat[start : start + size].reshape(spec.shape)
             start += size
         return out
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """How far a table's law of its sums may be from the exact one, at one point.
+
+    Attributes
+    ----------
+    exact : bool
+        The table's law is the exact law of its sums (the figures below are then 0).
+    berry_esseen : float
+        The Berry--Esseen bound on the distance between the CDF of each standardised true total
+        and the normal CDF, the largest over the table's statistics.
+    integration_error : float
+        The moment rule's error in the mean of a true total, in its standard deviations
+        (``sqrt(n)`` times the error per record of :func:`~pymc_unbounded_dp.moments
+        .integration_error`).
+    n : int
+        The number of records at which the figures are computed.
+    """
+
+    exact: bool
+    berry_esseen: float = 0.0
+    integration_error: float = 0.0
+    n: int = 0
+
+    @property
+    def poor(self) -> bool:
+        """The bound exceeds :data:`POOR_ACCURACY`: the approximation may shift the posterior."""
+        return self.berry_esseen > POOR_ACCURACY
+
+    def describe(self) -> str:
+        """One phrase, for the posterior's ``pmdp_sum_accuracy`` attribute."""
+        if self.exact:
+            return "exact"
+        text = (
+            f"normal approximation at n = {self.n}: Berry-Esseen bound {self.berry_esseen:.2g} "
+            f"on each total's CDF, moment-rule error {self.integration_error:.2g} sd of a total"
+        )
+        if self.poor:
+            text += (
+                f" (poor: above {POOR_ACCURACY}; a small n, a rare category or mass piled at "
+                "a clamp bound; prefer augment='records')"
+            )
+        return text
+
+
+def approximation_accuracy(law: TableLaw, values: list, n: int) -> Accuracy:
+    """The accuracy of ``law`` at the free variables' ``values`` (natural scale, one array per
+    free random variable of the model) and ``n`` records.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_unbounded_dp as pmdp
+    >>> from pymc_unbounded_dp._compile import compile_model
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu")
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=10_000)
+    ...     _ = pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 2), pmdp.Laplace(1.0, 2.0),
+    ...                            observed=5000.0)
+    >>> law = table_law(compile_model(model).tables[0], approximate=True)
+    >>> accuracy = approximation_accuracy(law, [np.array(0.5)], 10_000)
+    >>> accuracy.exact, bool(accuracy.berry_esseen < 0.01)
+    (False, True)
+    """
+    if law.family.exact:
+        return Accuracy(exact=True, n=int(n))
+    compiled = law.table
+    moments = record_moments(compiled, nodes=APPROXIMATION_NODES, closed_form=False)
+    if isinstance(moments, str):  # pragma: no cover - the law was built from the same graph
+        raise ValueError(f"table {compiled.spec.label!r}: {moments}")
+    _, covariance, third = moment_function(moments)(*values)
+    sd = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    scale = max(float(np.max(sd)), 1e-300)
+    varying = sd > 1e-6 * scale  # a constant statistic (a count of records) is exact
+    ratio = third[varying] / sd[varying] ** 3
+    bound = BERRY_ESSEEN * float(np.max(ratio, initial=0.0)) / math.sqrt(max(int(n), 1))
+    mean_error, _ = integration_error(compiled, values, nodes=APPROXIMATION_NODES)
+    return Accuracy(
+        exact=False,
+        berry_esseen=bound,
+        integration_error=mean_error * math.sqrt(max(int(n), 1)),
+        n=int(n),
+    )
 
 
 def _strip_casts(var):

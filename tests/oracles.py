@@ -112,8 +112,11 @@ def normal_posterior(
     n_mechanism=None,
     n_max=None,
     grid=4001,
+    slope=1.0,
+    shift=0.0,
 ):
-    """Posterior of ``mu ~ N(prior_mean, prior_sd)``, ``x_i ~ N(mu, sigma)``, ``s_dp = sum x + Lap``.
+    """Posterior of ``mu ~ N(prior_mean, prior_sd)``, ``x_i ~ N(mu, sigma)``,
+    ``s_dp = sum(slope x + shift) + Lap``.
 
     Quadrature over ``mu`` on a fine grid; ``n`` fixed or summed over ``1..n_max`` with a flat prior
     and ``n_dp ~ n + n_mechanism`` noise.
@@ -121,7 +124,10 @@ def normal_posterior(
     mu = np.linspace(prior_mean - 8 * prior_sd, prior_mean + 8 * prior_sd, grid)
     ns = np.array([n]) if n is not None else np.arange(1, n_max + 1)
     log_w = stats.norm.logpdf(mu[None, :], prior_mean, prior_sd) + log_normal_laplace(
-        s_dp, ns[:, None] * mu[None, :], ns[:, None] * sigma**2, laplace_scale
+        s_dp,
+        ns[:, None] * (slope * mu[None, :] + shift),
+        ns[:, None] * (slope * sigma) ** 2,
+        laplace_scale,
     )
     if n is None:
         log_w = log_w + n_mechanism.logpdf(n_dp - ns)[:, None]
