@@ -12,7 +12,12 @@ from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.steps import augmentation_step
-from pymc_unbounded_dp.sums import LATENT_SUM_ROLE, approximation_accuracy, total_names
+from pymc_unbounded_dp.sums import (
+    LATENT_SUM_ROLE,
+    Accuracy,
+    approximation_accuracy,
+    total_names,
+)
 
 __all__ = ["sample"]
 
@@ -171,7 +176,7 @@ def sample(
 def _accuracy(law, posterior):
     """``law``'s accuracy figure at the posterior mean of the parameters and of ``n``."""
     if law.family.exact:
-        return approximation_accuracy(law, [], 0)
+        return Accuracy(exact=True)
     values = []
     for rv in law.table.model.free_RVs:
         mean = posterior[rv.name].mean(("chain", "draw")).values
