@@ -26,6 +26,7 @@ _logging.getLogger("pytensor.tensor.blas").addFilter(
 from pymc_unbounded_dp import conjugate, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
+from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave
 from pymc_unbounded_dp.mcem import mcem
 from pymc_unbounded_dp.mechanisms import (
@@ -48,6 +49,7 @@ __all__ = [
     "DiscreteGaussian",
     "DiscreteLaplace",
     "Gaussian",
+    "IndependenceMetropolis",
     "Interweave",
     "Laplace",
     "Mechanism",

@@ -49,6 +49,8 @@ __all__ = [
     "NUMPY",
     "POISSON",
     "PYTENSOR",
+    "collapsed_log_likelihood",
+    "gaussian_log_density",
     "Family",
     "Ops",
 ]
@@ -66,6 +68,7 @@ class Ops(NamedTuple):
     cholesky: Callable
     solve_lower: Callable  # (L, b) -> L^-1 b, L lower triangular
     diagonal: Callable
+    eye: Callable
 
 
 NUMPY = Ops(
@@ -78,6 +81,7 @@ NUMPY = Ops(
     np.linalg.cholesky,
     lambda lower, b: linalg.solve_triangular(lower, b, lower=True),
     np.diagonal,
+    np.eye,
 )
 PYTENSOR = Ops(
     pt.gammaln,
@@ -89,6 +93,7 @@ PYTENSOR = Ops(
     pt.linalg.cholesky,
     lambda lower, b: pt.linalg.solve_triangular(lower, b, lower=True),
     pt.diagonal,
+    pt.eye,
 )
 
 
@@ -292,6 +297,27 @@ GAMMA = Family(
 
 
 # -- the normal approximation N(n m, n C) of the vector of true totals (not exact) ----------------
+def gaussian_log_density(x, mean, covariance, ops: Ops):
+    """``log N(x; mean, covariance)`` of a vector ``x``."""
+    factor = ops.cholesky(covariance)
+    z = ops.solve_lower(factor, x - mean)
+    return (
+        -0.5 * ops.sum(z * z)
+        - ops.sum(ops.log(ops.diagonal(factor)))
+        - 0.5 * mean.shape[-1] * np.log(2.0 * np.pi)
+    )
+
+
+def collapsed_log_likelihood(released, n, params, variances, ops: Ops):
+    """``log N(s_dp; n m, n C + diag(V))``: the release's density under the normal approximation
+    with the true totals integrated out, given the noise's mixing variances ``V`` (Laplace noise
+    is the normal scale mixture ``N(0, v)``, ``v ~ Exponential(mean 2 b^2)``; Gaussian noise has
+    ``v = sigma^2``)."""
+    mean, covariance = params
+    mixing = ops.eye(variances.shape[0]) * variances
+    return gaussian_log_density(released, n * mean, n * covariance + mixing, ops)
+
+
 def _normal_approximation_log_density(latent, n, params, ops: Ops):
     mean, covariance = params
     m = _safe(n, ops)

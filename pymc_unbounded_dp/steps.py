@@ -24,7 +24,7 @@ import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
-from pymc.step_methods import STEP_METHODS
+from pymc.step_methods import NUTS, STEP_METHODS
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
 
 from pymc_unbounded_dp import kernels
@@ -36,6 +36,7 @@ from pymc_unbounded_dp.blocks import (
     records_in_containers,
 )
 from pymc_unbounded_dp.conjugate import ConjugateGibbs
+from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 from pymc_unbounded_dp.sums import (
     N_MOVE_STATS,
@@ -331,11 +332,22 @@ def _parameter_steps(
         for cls, variables in selected.items()
     }
     selected = {cls: variables for cls, variables in selected.items() if variables}
-    if not provided and not selected:
+    # Under the collapsed normal approximation a gradient costs 15-30 log-densities (the moment
+    # rule): the continuous parameters PyMC would give to NUTS get the independence sampler.
+    collapsed = table_laws is not None and any(law.variances is not None for law in table_laws)
+    independent = selected.pop(NUTS, []) if collapsed else []
+    if not provided and not selected and not independent:
         return []
     with _without_release_terms(model, compiled, table_laws):
-        stepper = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
-    return flatten_steps(stepper)
+        steps = []
+        if provided or selected:
+            steps = flatten_steps(
+                instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
+            )
+        if independent:
+            options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
+            steps.append(IndependenceMetropolis(vars=independent, model=model, **options))
+    return steps
 
 
 @contextmanager
@@ -468,7 +480,10 @@ class DataAugmentation(CompoundStep):
                     "interweaving move. Drop `interweave` or use augment='records'."
                 )
             leaf = SumsStep(claimed, compiled, table_laws, n_moves=self._n_moves(), model=model)
-            methods = [leaf, *parameters]
+            # a collapsed table's totals are drawn after the parameters, given them (their
+            # target has the totals integrated out): each draw is then a joint one
+            collapsed = any(law.variances is not None for law in table_laws)
+            methods = [*parameters, leaf] if collapsed else [leaf, *parameters]
         if log_likelihood:
             sums_step = leaf if table_laws is not None else None
             methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
@@ -489,7 +504,7 @@ class DataAugmentation(CompoundStep):
     def records_step(self) -> RecordsStep | SumsStep:
         """The augmentation part of this step: the records' imputation, or the latent sums'
         moves at the sums level."""
-        return self.methods[0]
+        return next(m for m in self.methods if isinstance(m, RecordsStep | SumsStep))
 
     def _check_kind(self, compiled: CompiledModel) -> None:
         if compiled.unbounded:

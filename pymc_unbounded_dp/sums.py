@@ -122,6 +122,10 @@ class TableLaw:
     description: str
     #: The family's parameters as graphs of the model's free random variables (natural scale).
     natural_parameters: list | None = None
+    #: The normal approximation under Laplace or Gaussian noise: the noise's current mixing
+    #: variances, given which the parameters' target has the totals integrated out
+    #: (:func:`~pymc_unbounded_dp.kernels.sums.collapsed_step`); ``None`` otherwise.
+    variances: pytensor.compile.SharedVariable | None = None
     _parameter_fn: object = None
     _natural_fn: object = None
 
@@ -186,7 +190,18 @@ class TableLaw:
             if n is not None
             else pt.constant(float(self.table.fixed_n), dtype="float64")
         )
-        return self.family.log_density(self.latent, count, self.parameters, laws.PYTENSOR)
+        if self.variances is None:
+            return self.family.log_density(self.latent, count, self.parameters, laws.PYTENSOR)
+        model = self.table.model
+        released = pt.concatenate(
+            [
+                pt.cast(model.rvs_to_values[spec.release_rv], "float64").flatten()
+                for spec in self.table.spec.sums
+            ]
+        )
+        return laws.collapsed_log_likelihood(
+            released, count, self.parameters, self.variances, laws.PYTENSOR
+        )
 
     def target(self, point: dict) -> sums_kernel.SumsTarget:
         """The kernel's target at ``point``."""
@@ -359,6 +374,12 @@ def _normal_approximation(compiled: CompiledTable) -> TableLaw | str:
     else:
         inner = " and the last record in closed form" if moments.closed_form else ""
         how = f"m and C by quadrature on {moments.nodes} points{inner}"
+    variances = None
+    if sums_kernel.collapsible_noise(compiled.noise):
+        how += "; the totals integrated out given the noise's mixing variances"
+        variances = pytensor.shared(
+            sums_kernel.noise_variances(compiled.noise), name=f"{spec.label}_mixing_variances"
+        )
     return TableLaw(
         table=compiled,
         family=laws.NORMAL_APPROXIMATION,
@@ -370,6 +391,7 @@ def _normal_approximation(compiled: CompiledTable) -> TableLaw | str:
             f"(approximate; {how})"
         ),
         natural_parameters=natural,
+        variances=variances,
     )
 
 
@@ -647,7 +669,10 @@ class SumsStep(BlockedStep):
         for law, target in zip(self.laws, targets):
             n = law.table.n_at(point)
             latent = sums_kernel.starting_latent(target, n, self.rng)
-            self._states.append(sums_kernel.init(target, n, latent))
+            state = sums_kernel.init(target, n, latent)
+            if law.variances is not None:
+                state = state._replace(variances=law.variances.get_value())
+            self._states.append(state)
             n_scale = 1.0 if target.n_noise is None else float(target.n_noise.scale[0])
             self._scales.append([float(np.max(target.noise.scale)), max(n_scale, 1.0)])
 
@@ -666,12 +691,15 @@ class SumsStep(BlockedStep):
                 sums_moves=self.sums_moves,
                 n_moves=self.n_moves if target.unbounded else 0,
             )
-            self._states[k], info = sums_kernel.step(self.rng, self._states[k], target, params)
+            move = sums_kernel.step if law.variances is None else sums_kernel.collapsed_step
+            self._states[k], info = move(self.rng, self._states[k], target, params)
             totals += info
             if self.tune:
                 self._adapt(k, info)
             state = self._states[k]
             law.latent.set_value(state.latent.copy())
+            if law.variances is not None:
+                law.variances.set_value(state.variances.copy())
             if law.table.n_value_name is not None:
                 name = law.table.n_value_name
                 point[name] = np.asarray(state.n, dtype=point[name].dtype)

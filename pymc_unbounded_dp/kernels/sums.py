@@ -44,8 +44,20 @@ from pymc_unbounded_dp.kernels._noise import (
     NoiseArrays,
     residual_log_density,
 )
+from pymc_unbounded_dp.laws import NUMPY, collapsed_log_likelihood
 
-__all__ = ["SumsInfo", "SumsParams", "SumsState", "SumsTarget", "init", "step"]
+__all__ = [
+    "SumsInfo",
+    "SumsParams",
+    "SumsState",
+    "SumsTarget",
+    "collapsed_step",
+    "collapsible",
+    "collapsible_noise",
+    "init",
+    "noise_variances",
+    "step",
+]
 
 #: The most records of a table at the sums level (NumPy's hypergeometric draws take populations
 #: below ``10**9``); equal to ``pymc_unbounded_dp.blocks.MAX_SUMS_RECORDS``.
@@ -90,11 +102,13 @@ class SumsTarget(NamedTuple):
 
 
 class SumsState(NamedTuple):
-    """The latent sum ``latent`` (``(K,)`` floats) of ``n`` records and ``log eta_s`` at it."""
+    """The latent sum ``latent`` (``(K,)`` floats) of ``n`` records and ``log eta_s`` at it;
+    for a collapsed target (:func:`collapsed_step`) also the noise's mixing variances."""
 
     latent: np.ndarray
     n: int
     log_noise: float
+    variances: np.ndarray | None = None
 
 
 class SumsParams(NamedTuple):
@@ -258,15 +272,18 @@ def _units(target: SumsTarget) -> np.ndarray | float:
     return target.noise.scale / np.max(target.noise.scale)
 
 
-def _redraws(target: SumsTarget) -> bool:
-    """Whether the redraw move applies: a vector latent with continuous Laplace or Gaussian noise
-    on every coordinate."""
-    noise = target.noise
+def collapsible_noise(noise: NoiseArrays) -> bool:
+    """Continuous Laplace or Gaussian noise on every coordinate."""
     return bool(
-        target.family.vector
-        and not np.any(noise.discrete)
+        not np.any(noise.discrete)
         and np.all((noise.shape_code == SHAPE_ABS) | (noise.shape_code == SHAPE_SQUARE))
     )
+
+
+def collapsible(target: SumsTarget) -> bool:
+    """Whether :func:`collapsed_step` applies (and the redraw move): a vector latent (the normal
+    approximation) with :func:`collapsible_noise`."""
+    return bool(target.family.vector and collapsible_noise(target.noise))
 
 
 def _draw_noise(rng: np.random.Generator, noise: NoiseArrays) -> np.ndarray:
@@ -298,7 +315,7 @@ def step(
         if log_u < proposal_lp + proposal_noise - current_lp - noise_lp:
             latent, current_lp, noise_lp = proposal, proposal_lp, proposal_noise
             sums_accepted += 1
-    redraws = sums_proposed if _redraws(target) else 0
+    redraws = sums_proposed if collapsible(target) else 0
     redraws_accepted = 0
     for _ in range(redraws):
         proposal = released - _draw_noise(rng, target.noise)
@@ -347,3 +364,83 @@ def step(
         redraws,
     )
     return SumsState(latent, n, noise_lp), info
+
+
+# -- the collapsed moves of the normal approximation under Laplace or Gaussian noise -------------
+def noise_variances(noise: NoiseArrays) -> np.ndarray:
+    """The variance of each coordinate's noise: a collapsed chain's starting mixing variances."""
+    return np.where(noise.shape_code == SHAPE_SQUARE, 1.0, 2.0) * noise.scale**2
+
+
+def _draw_totals(rng, target: SumsTarget, n: int, variances: np.ndarray) -> np.ndarray:
+    """``L | theta, n, V, s_dp`` under ``L ~ N(n m, n C)``, ``s_dp - L ~ N(0, diag V)``."""
+    mean, covariance = target.params
+    if n == 0:
+        return np.zeros_like(mean)
+    prior = n * covariance
+    gain = np.linalg.solve(prior + np.diag(variances), prior).T  # prior (prior + V)^-1
+    centre = n * mean + gain @ (target.released - n * mean)
+    spread = prior - gain @ prior
+    spread = 0.5 * (spread + spread.T)
+    values, vectors = np.linalg.eigh(spread)
+    root = vectors * np.sqrt(np.maximum(values, 0.0))
+    return centre + root @ rng.standard_normal(mean.shape[0])
+
+
+def _draw_variances(rng, noise: NoiseArrays, residual: np.ndarray) -> np.ndarray:
+    """``V | L``: for Laplace(b) noise, ``1 / v ~ InverseGaussian(1 / (b |e|), 1 / b^2)``, the
+    mixing law's conditional given the noise ``e = s_dp - L``; Gaussian noise keeps ``sigma^2``."""
+    scale = noise.scale
+    magnitude = np.maximum(np.abs(residual), 1e-300)
+    precision = rng.wald(1.0 / (scale * magnitude), 1.0 / scale**2)
+    return np.where(noise.shape_code == SHAPE_SQUARE, scale**2, 1.0 / precision)
+
+
+def _collapsed_log_likelihood(target: SumsTarget, n: int, variances: np.ndarray) -> float:
+    return float(
+        collapsed_log_likelihood(target.released, float(n), target.params, variances, NUMPY)
+    )
+
+
+def collapsed_step(
+    rng: np.random.Generator, state: SumsState, target: SumsTarget, params: SumsParams
+) -> tuple[SumsState, SumsInfo]:
+    """One sweep of the partially collapsed Gibbs sampler of a :func:`collapsible` target.
+
+    Laplace noise is the scale mixture ``e ~ N(0, v)``, ``v ~ Exponential(mean 2 b^2)``, which
+    makes the totals Gaussian given the mixing variances ``V``. The sweep draws ``L | theta, n,
+    V`` and ``V | L`` exactly, moves ``n`` by ``params.n_moves`` symmetric random-walk moves on
+    ``pi(n | theta, V) ∝ g(n) eta_n(n_dp - n) N(s_dp; n m, n C + diag V)`` (the totals integrated
+    out), and draws ``L | theta, n, V`` again. The parameters then move on the same collapsed
+    density (:func:`~pymc_unbounded_dp.laws.collapsed_log_likelihood`), so ``theta`` is never
+    held back by the totals.
+    """
+    n, variances = state.n, state.variances
+    latent = _draw_totals(rng, target, n, variances)
+    variances = _draw_variances(rng, target.noise, target.released - latent @ target.matrix)
+    ups = ups_accepted = downs = downs_accepted = 0
+    if target.unbounded:
+        n_noise_at = noise_function(target.n_noise)
+
+        def log_target(count: int) -> float:
+            return (
+                n_noise_at(np.array([target.n_dp - count]))
+                + _log_prior(target, count)
+                + _collapsed_log_likelihood(target, count, variances)
+            )
+
+        current = log_target(n)
+        for _ in range(params.n_moves):
+            up = rng.random() < 0.5
+            proposal = n + _jump(rng, params.n_scale) * (1 if up else -1)
+            log_u = math.log(rng.random())
+            ups, downs = ups + up, downs + (not up)
+            if proposal < 0 or proposal > MAX_N:
+                continue
+            proposal_lp = log_target(proposal)
+            if log_u < proposal_lp - current:
+                n, current = proposal, proposal_lp
+                ups_accepted, downs_accepted = ups_accepted + up, downs_accepted + (not up)
+        latent = _draw_totals(rng, target, n, variances)
+    info = SumsInfo(0, 0, ups_accepted, ups, downs_accepted, downs)
+    return SumsState(latent, n, log_noise(target, latent), variances), info
