@@ -29,6 +29,11 @@ from pymc_unbounded_dp.kernels import independence as kernel
 
 __all__ = ["IndependenceMetropolis"]
 
+#: The most independence moves per iteration (and the number while tuning).
+MAX_MOVES = 10
+#: After tuning, the moves per iteration make an iteration without any acceptance this rare.
+MISS = 0.05
+
 
 class IndependenceMetropolis(ArrayStepShared):
     """Independence Metropolis on continuous parameters with a proposal fitted in tuning.
@@ -38,8 +43,11 @@ class IndependenceMetropolis(ArrayStepShared):
     vars : list, optional
         Continuous value variables to move (default: all of the model's).
     model : pm.Model, optional
-    moves : int, default 10
-        Independence moves per iteration (each costs one log-density).
+    moves : int, optional
+        Independence moves per iteration (each costs one log-density). Default: the fewest that
+        accept at least once with probability 0.95 at the recent acceptance rate (at most ten:
+        five at a rate of 0.5), set at each refit during tuning and, for the draws, from the
+        last half of tuning. The rule reads acceptance rates, not timings, so seeds reproduce.
     refit_interval : int, default 100
         During tuning, refit the proposal to the last half of the tuning draws every this many
         iterations (the first proposal is a Laplace fit at the mode). After tuning it is fixed.
@@ -65,6 +73,7 @@ class IndependenceMetropolis(ArrayStepShared):
     stats_dtypes_shapes = {
         "independence_accept": (np.float64, []),
         "independence_accepted": (bool, []),
+        "independence_moves": (np.int64, []),
         "tune": (bool, []),
     }
 
@@ -72,7 +81,7 @@ class IndependenceMetropolis(ArrayStepShared):
         self,
         vars=None,
         model: pm.Model | None = None,
-        moves: int = 10,
+        moves: int | None = None,
         refit_interval: int = 100,
         df: float = kernel.DEGREES_OF_FREEDOM,
         blocked: bool = True,
@@ -81,7 +90,10 @@ class IndependenceMetropolis(ArrayStepShared):
         compile_kwargs: dict | None = None,
     ):
         model = modelcontext(model)
-        for name, value, least in (("moves", moves, 1), ("refit_interval", refit_interval, 2)):
+        checked = [("refit_interval", refit_interval, 2)]
+        if moves is not None:
+            checked.append(("moves", moves, 1))
+        for name, value, least in checked:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer >= {least}, got {value!r}.")
         if not df > 2:
@@ -103,7 +115,9 @@ class IndependenceMetropolis(ArrayStepShared):
         options = {"mode": KERNEL_MODE, **(compile_kwargs or {})}
         self._log_density = compile_pymc([inarray], logp, **options)
         self._log_density.trust_input = True
-        self.moves = int(moves)
+        self._fixed_moves = None if moves is None else int(moves)
+        self.moves = MAX_MOVES if moves is None else int(moves)
+        self._tuning_acceptance: list[float] = []
         self.refit_interval = int(refit_interval)
         self.df = float(df)
         self.tune = True
@@ -114,6 +128,19 @@ class IndependenceMetropolis(ArrayStepShared):
     def reset_tuning(self) -> None:
         self._proposal = None
         self._tuning_draws = []
+        self._tuning_acceptance = []
+        self.moves = MAX_MOVES if self._fixed_moves is None else self._fixed_moves
+
+    @staticmethod
+    def _moves_for(rates: list[float]) -> int:
+        """The fewest moves that accept at least once with probability ``1 - MISS`` at the
+        mean of the per-move acceptance ``rates``."""
+        rate = float(np.mean(rates)) if rates else 0.0
+        if rate >= 1.0:
+            return 1
+        if rate <= 0.0:
+            return MAX_MOVES
+        return int(np.clip(np.ceil(np.log(MISS) / np.log1p(-rate)), 1, MAX_MOVES))
 
     @staticmethod
     def competence(var, has_grad):
@@ -142,6 +169,12 @@ class IndependenceMetropolis(ArrayStepShared):
         )
         if refit:
             self._proposal = self._fit(position)
+            if self._fixed_moves is None and self._tuning_acceptance:
+                self.moves = self._moves_for(self._tuning_acceptance[-self.refit_interval :])
+        if not self.tune and self._fixed_moves is None and self._tuning_acceptance:
+            half = len(self._tuning_acceptance) // 2
+            self.moves = self._moves_for(self._tuning_acceptance[half:])
+            self._tuning_acceptance = []
         state = kernel.IndependenceState(position, self._density(position))
         acceptance, accepted = 0.0, False
         for _ in range(self.moves):
@@ -149,9 +182,11 @@ class IndependenceMetropolis(ArrayStepShared):
             acceptance, accepted = acceptance + info.acceptance, accepted or info.accepted
         if self.tune:
             self._tuning_draws.append(state.position.copy())
+            self._tuning_acceptance.append(acceptance / self.moves)
         stats = {
             "independence_accept": acceptance / self.moves,
             "independence_accepted": accepted,
+            "independence_moves": self.moves,
             "tune": self.tune,
         }
         return RaveledVars(state.position.astype(self._dtype), q0.point_map_info), [stats]

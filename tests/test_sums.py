@@ -227,6 +227,45 @@ def test_the_normal_approximation_is_exact_where_the_sum_is_normal():
     assert_pmf_matches(n_draws, exact["n_values"], exact["n_pmf"], "affine Normal n")
 
 
+def test_the_normal_approximation_under_gaussian_noise_is_exact_where_the_sum_is_normal():
+    """As above with Gaussian noise on the sum, where the collapsed target's mixing variance is
+    the noise's own: the parameters move on ``N(s_dp; n m, n C + sigma^2)`` exactly, and the
+    oracle is that density summed over n. It checks the mean and centred variance of mu, the
+    pmf of n and the true total, with the power of the test above."""
+    noise = pmdp.Gaussian(sigma=25.0)
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 1.0)
+        n = pmdp.SampleSize("n", n_dp=300, mechanism=COUNT_NOISE)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=n)
+        pmdp.PrivatizedSum("s", 2 * x + 1, noise, observed=700.0, check_sensitivity=False)
+    idata = pmdp.sample(model=model, augment="sums", random_seed=17, **EXACT_POSTERIOR_SAMPLING)
+    assert "integrated out" in idata["posterior"].attrs["pmdp_sum_laws"]
+    mus, ns = np.linspace(-4.0, 5.0, 3001), np.arange(200, 401)
+    centre, spread = ns[:, None] * (2 * mus[None, :] + 1), ns[:, None] * 9.0
+    log_w = (
+        -0.5 * (700.0 - centre) ** 2 / (spread + 625.0)
+        - 0.5 * np.log(spread + 625.0)
+        - 0.5 * (mus[None, :] - 0.5) ** 2
+        + COUNT_NOISE.logpdf(300 - ns)[:, None]
+    )
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    mu_pmf = w.sum(axis=0)
+    mu_mean = float(mu_pmf @ mus)
+    mu_var = float(mu_pmf @ (mus - mu_mean) ** 2)
+    assert_mean_and_spread_match(draws_of(idata, "mu"), mu_mean, mu_var, "Gaussian-noise mu")
+    assert_pmf_matches(draws_of(idata, "n").astype(int), ns, w.sum(axis=1), "Gaussian-noise n")
+    # the true total given (mu, n): N(n m + k (s - n m), n C (1 - k)), k = n C / (n C + sigma^2)
+    gain = spread / (spread + 625.0)
+    total_mean = float(np.sum(w * (centre + gain * (700.0 - centre))))
+    total_second = float(
+        np.sum(w * ((centre + gain * (700.0 - centre)) ** 2 + spread * (1 - gain)))
+    )
+    assert_mean_and_spread_match(
+        draws_of(idata, "s_total"), total_mean, total_second - total_mean**2, "Gaussian total"
+    )
+
+
 def test_gamma_shape_matches_the_exact_posterior():
     """Gamma records whose shape is the parameter (the sum is Gamma(n theta)), known n."""
     with pm.Model() as model:

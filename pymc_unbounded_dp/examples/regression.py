@@ -80,6 +80,7 @@ __all__ = [
     "regression_statistics",
     "regression_truth",
     "simulate_regression",
+    "simulate_regression_release",
 ]
 
 #: Clamping bound of every coordinate (x1, x2, y); clamped values are divided by it.
@@ -196,20 +197,49 @@ def privatize_regression(
     <pymc_unbounded_dp.Mechanism.simulate>`): this is for simulation studies. A real release would
     use ``mechanism.release(...)``.
     """
+    return _release(regression_statistics(data.x, data.y), data.n, epsilon_s, epsilon_n, seed)
+
+
+def simulate_regression_release(
+    n: int, epsilon_s: float, epsilon_n: float, seed=None, chunk: int = 10**6
+) -> RegressionRelease:
+    """The release of ``n`` records of :func:`simulate_regression`'s law, simulated ``chunk``
+    records at a time: memory ``O(chunk)``, so that census sizes (``n = 1e8``) can be released.
+
+    The records differ from ``simulate_regression(n, seed)``'s (the stream is split by chunks);
+    the noise is simulated, as in :func:`privatize_regression`.
+
+    Examples
+    --------
+    >>> release = simulate_regression_release(2_500, 1.0, 0.5, seed=1, chunk=1_000)
+    >>> release.values.shape, release.n
+    ((9,), 2500)
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"simulate_regression_release: `n` must be an integer >= 0, got {n!r}.")
+    data_seed, release_seed = _seed_sequence(seed).spawn(2)
+    sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk else [])
+    exact = np.zeros(N_STATISTICS)
+    for size, child in zip(sizes, data_seed.spawn(len(sizes))):
+        part = simulate_regression(size, child)
+        exact += regression_statistics(part.x, part.y)
+    return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
+
+
+def _release(exact, n, epsilon_s, epsilon_n, seed) -> RegressionRelease:
     statistics_mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
     s_seed, n_seed = _seed_sequence(seed).spawn(2)
-    exact = regression_statistics(data.x, data.y)
     values = exact + statistics_mechanism.simulate(
         N_STATISTICS, random_seed=np.random.default_rng(s_seed)
     )
-    n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
+    n_dp = n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
     return RegressionRelease(
         values=np.asarray(values, dtype=float),
         n_dp=int(n_dp),
         epsilon_s=float(epsilon_s),
         epsilon_n=float(epsilon_n),
-        n=data.n,
+        n=n,
     )
 
 

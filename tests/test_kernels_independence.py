@@ -1,0 +1,85 @@
+"""The independence Metropolis kernel (the sums level's parameter move under the normal
+approximation) against exact moments, with a proposal that is deliberately off the target."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mcmc_checks import assert_mean_and_spread_match
+from scipy import stats
+
+from pymc_unbounded_dp.kernels import independence as kernel
+
+#: A skewed two-dimensional target: x0 ~ Gamma(3, 1) (log scale), x1 | x0 ~ N(x0 / 2, 1).
+SHAPE = 3.0
+
+
+def _log_density(x):
+    # x0 is log g with g ~ Gamma(SHAPE, 1): density g^SHAPE e^-g (the Jacobian included)
+    return SHAPE * x[0] - np.exp(x[0]) - 0.5 * (x[1] - 0.5 * np.exp(x[0])) ** 2
+
+
+def _run(proposal, steps=20_000, seed=4, step=kernel.step):
+    rng = np.random.default_rng(seed)
+    state = kernel.init(np.zeros(2), _log_density)
+    draws = []
+    for _ in range(steps):
+        state, _ = step(rng, state, _log_density, proposal)
+        draws.append(state.position.copy())
+    return np.array(draws)[None, 1000:]
+
+
+def _exact():
+    g = stats.gamma(SHAPE)
+    log_mean, log_var = g.expect(np.log), g.expect(lambda v: np.log(v) ** 2)
+    return {
+        "x0": (log_mean, log_var - log_mean**2),
+        "x1": (g.mean() / 2, 1.0 + g.var() / 4),
+    }
+
+
+def test_the_chain_has_the_target_law_under_an_off_target_proposal():
+    """The proposal is off the target's centre and scale: the chain must still have the target's
+    mean and variance of each coordinate (checks at 4 Monte Carlo standard errors; measured at
+    this seed: mean within 0.01 sd, variance within 1%). Dropping the proposal's density from
+    the ratio halves the variances (ratio 0.51 and 0.58, mean shifts 0.14 and 0.10 sd), which
+    the test below shows is caught."""
+    exact = _exact()
+    proposal = kernel.Proposal(np.array([1.3, 0.8]), np.diag([0.9, 1.8]))
+    draws = _run(proposal)
+    for k, name in enumerate(("x0", "x1")):
+        assert_mean_and_spread_match(draws[..., k], *exact[name], f"independence {name}")
+
+
+def test_dropping_the_proposal_density_is_caught():
+    def without_proposal_density(rng, state, log_density, proposal):
+        candidate = kernel._draw(rng, proposal)
+        log_ratio = log_density(candidate) - state.log_density
+        if np.log(rng.random()) < log_ratio:
+            return kernel.IndependenceState(candidate, log_density(candidate)), None
+        return state, None
+
+    exact = _exact()
+    proposal = kernel.Proposal(np.array([1.3, 0.8]), np.diag([0.9, 1.8]))
+    draws = _run(proposal, step=without_proposal_density)
+    with pytest.raises(AssertionError):
+        for k, name in enumerate(("x0", "x1")):
+            assert_mean_and_spread_match(draws[..., k], *exact[name], f"wrong {name}")
+
+
+def test_the_laplace_fit_finds_the_mode_and_curvature_of_a_normal():
+    mean, covariance = np.array([0.5, -2.0]), np.array([[2.0, 0.3], [0.3, 0.5]])
+    precision = np.linalg.inv(covariance)
+
+    def log_density(x):
+        return -0.5 * (x - mean) @ precision @ (x - mean)
+
+    proposal = kernel.laplace_fit(np.zeros(2), log_density)
+    np.testing.assert_allclose(proposal.mean, mean, atol=1e-5)
+    fitted = proposal.chol @ proposal.chol.T / kernel.INFLATION
+    np.testing.assert_allclose(fitted, covariance, rtol=1e-4)
+
+
+def test_a_target_without_a_mode_is_refused():
+    with pytest.raises(ValueError, match="no mode"):
+        kernel.laplace_fit(np.zeros(1), lambda x: float(x[0]) ** 2)
