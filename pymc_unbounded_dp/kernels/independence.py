@@ -147,23 +147,18 @@ def laplace_fit(
     steps = 1e-4 * (1.0 + np.abs(mode))
     centre = negative(mode)
     hessian = np.empty((d, d))
+
+    def at(shift: dict[int, float]) -> float:
+        x = mode.copy()
+        for k, sign in shift.items():
+            x[k] += sign * steps[k]
+        return negative(x)
+
     for i in range(d):
-        for j in range(i, d):
-            shifts = [(1, 1), (1, -1), (-1, 1), (-1, -1)]
-            values = []
-            for a, b in shifts:
-                x = mode.copy()
-                x[i] += a * steps[i]
-                x[j] += b * steps[j]
-                values.append(negative(x))
-            if i == j:
-                x_up, x_down = mode.copy(), mode.copy()
-                x_up[i] += steps[i]
-                x_down[i] -= steps[i]
-                value = (negative(x_up) - 2.0 * centre + negative(x_down)) / steps[i] ** 2
-            else:
-                value = (values[0] - values[1] - values[2] + values[3]) / (4 * steps[i] * steps[j])
-            hessian[i, j] = hessian[j, i] = value
+        hessian[i, i] = (at({i: 1}) - 2.0 * centre + at({i: -1})) / steps[i] ** 2
+        for j in range(i + 1, d):
+            corners = at({i: 1, j: 1}) - at({i: 1, j: -1}) - at({i: -1, j: 1}) + at({i: -1, j: -1})
+            hessian[i, j] = hessian[j, i] = corners / (4.0 * steps[i] * steps[j])
     values, vectors = np.linalg.eigh(hessian)
     if not np.all(np.isfinite(values)) or np.max(values) <= 0.0:
         raise ValueError("the target has no mode within reach of the starting point")
