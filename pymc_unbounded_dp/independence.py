@@ -126,6 +126,8 @@ class IndependenceMetropolis(ArrayStepShared):
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     def reset_tuning(self) -> None:
+        # a new chain (PyMC reuses the step object across chains run in one process)
+        self.tune = True
         self._proposal = None
         self._tuning_draws = []
         self._tuning_acceptance = []

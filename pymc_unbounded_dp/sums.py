@@ -653,6 +653,9 @@ class SumsStep(BlockedStep):
         self.rng = np.random.default_rng(rng)
         self._states = None
         self._tuned = 0
+        for law in self.laws:  # a new chain starts from the noise's own variances
+            if law.variances is not None:
+                law.variances.set_value(sums_kernel.noise_variances(law.table.noise))
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)

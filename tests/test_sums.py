@@ -455,6 +455,35 @@ def test_the_same_seed_gives_the_same_draws_with_one_or_two_processes(bernoulli_
     assert not np.array_equal(draws_of(one, "n"), draws_of(other, "n"))
 
 
+def test_the_collapsed_approximation_reproduces_its_draws_with_one_or_two_processes():
+    """The independence step's fits and its moves per iteration follow the draws, not timings:
+    the same seed gives the same draws whatever ``cores``, and another seed other draws."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 1.0)
+        n = pmdp.SampleSize("n", n_dp=300, mechanism=COUNT_NOISE)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=n)
+        pmdp.PrivatizedSum(
+            "s", pm.math.clip(x, -1, 3), SUM_NOISE, observed=200.0, check_sensitivity=False
+        )
+    options = {
+        "model": model,
+        "augment": "sums",
+        "draws": 150,
+        "tune": 150,
+        "chains": 2,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+    }
+    one = pmdp.sample(random_seed=23, cores=1, **options)
+    two = pmdp.sample(random_seed=23, cores=2, **options)
+    other = pmdp.sample(random_seed=24, cores=1, **options)
+    for name in ("mu", "n", "s_total"):
+        np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
+    assert not np.array_equal(draws_of(one, "mu"), draws_of(other, "mu"))
+    moves = one["sample_stats"]["independence_moves"].values
+    assert np.all(moves >= 1) and np.all(moves <= 10)
+
+
 def test_a_large_known_n_is_filled_by_the_records_level_and_drawn_at_full_length():
     """A bounded-DP table above EAGER_RECORDS starts with a few rows in its container (no memory
     in n when the model is built); the records level fills it with n records, and forward draws
