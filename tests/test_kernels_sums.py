@@ -193,16 +193,21 @@ def _target(family, params, released, matrix, n_dp=None, death_law=None):
     )
 
 
-def _run(target, n, steps=6000, seed=1, chains=2):
-    """``chains`` kernel chains from the release: ``(chains, steps)`` draws of n and of L."""
+def _run(target, n, steps=6000, seed=1, chains=2, collapsed=False):
+    """``chains`` kernel chains from the release: ``(chains, steps)`` draws of n and of L; with
+    ``collapsed``, of :func:`~pymc_unbounded_dp.kernels.sums.collapsed_step` (which ignores the
+    moves of the latent sum), starting from the noise's own mixing variances."""
     params = kernel.SumsParams(sums_scale=3.0, n_scale=2.0, sums_moves=3, n_moves=3)
+    move = kernel.collapsed_step if collapsed else kernel.step
     ns, latents = [], []
     for chain in range(chains):
         rng = np.random.default_rng([seed, chain])
         state = kernel.init(target, n, kernel.starting_latent(target, n, rng))
+        if collapsed:
+            state = state._replace(variances=kernel.noise_variances(target.noise))
         chain_n, chain_latent = [], []
         for _ in range(steps):
-            state, _ = kernel.step(rng, state, target, params)
+            state, _ = move(rng, state, target, params)
             chain_n.append(state.n)
             chain_latent.append(state.latent.copy())
         ns.append(chain_n)
@@ -419,24 +424,6 @@ def _approximation_target(mean, covariance, released, n_dp=None):
     )
 
 
-def _run_collapsed(target, n, steps=6000, seed=3, chains=2, draw_variances=None):
-    params = kernel.SumsParams(sums_scale=1.0, n_scale=2.0, sums_moves=0, n_moves=3)
-    ns, latents = [], []
-    for chain in range(chains):
-        rng = np.random.default_rng([seed, chain])
-        state = kernel.init(target, n, target.released.copy())._replace(
-            variances=kernel.noise_variances(target.noise)
-        )
-        chain_n, chain_latent = [], []
-        for _ in range(steps):
-            state, _ = kernel.collapsed_step(rng, state, target, params)
-            chain_n.append(state.n)
-            chain_latent.append(state.latent.copy())
-        ns.append(chain_n)
-        latents.append(chain_latent)
-    return np.array(ns)[:, 500:], np.array(latents)[:, 500:]
-
-
 def test_the_collapsed_sweep_has_the_exact_joint_law_of_n_and_the_total():
     """One total, latent n: the pmf of n and the mean and centred variance of L against
     quadrature of ``g(n) eta_n N(L; n mu, n sigma^2) eta_s(s_dp - L)``. Power: at 4 standard
@@ -444,7 +431,7 @@ def test_the_collapsed_sweep_has_the_exact_joint_law_of_n_and_the_total():
     its variance fails; a mixing law with the wrong shape is caught below."""
     mu, sigma, s_dp, n_dp = 1.2, 1.5, 26.0, 20
     target = _approximation_target([mu], [[sigma**2]], [s_dp], n_dp)
-    ns_draws, latent = _run_collapsed(target, n_dp)
+    ns_draws, latent = _run(target, n_dp, seed=3, collapsed=True)
     ns, grid = np.arange(1, 60), np.linspace(-40.0, 100.0, 14001)
     log_w = (
         stats.norm.logpdf(grid[None, :], ns[:, None] * mu, np.sqrt(ns[:, None]) * sigma)
@@ -482,7 +469,7 @@ def test_the_collapsed_sweep_draws_two_correlated_totals_from_their_exact_law():
     mean, covariance = np.array([0.4, -0.2]), np.array([[1.0, 0.6], [0.6, 2.0]])
     s_dp, n = np.array([7.0, -10.0]), 12
     target = _approximation_target(mean, covariance, s_dp)
-    _, latent = _run_collapsed(target, n)
+    _, latent = _run(target, n, seed=3, collapsed=True)
     centre, spread = _two_totals_moments(mean, covariance, s_dp, n)
     for k in range(2):
         assert_mean_and_spread_match(latent[..., k], centre[k], spread[k, k], f"two totals [{k}]")

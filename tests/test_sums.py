@@ -434,25 +434,39 @@ def test_posterior_predictive_draws_the_releases_from_the_sum_law(bernoulli_mode
         )
 
 
+def _reproduced(model, names, seed, changed, **options):
+    """Sample at the sums level with ``seed`` on one and two processes and with ``seed + 1``:
+    assert the first two agree on ``names`` and the third differs in ``changed``; return the
+    first."""
+    options = {
+        "model": model,
+        "augment": "sums",
+        "chains": 2,
+        "progressbar": False,
+        "compute_convergence_checks": False,
+        **options,
+    }
+    one = pmdp.sample(random_seed=seed, cores=1, **options)
+    two = pmdp.sample(random_seed=seed, cores=2, **options)
+    other = pmdp.sample(random_seed=seed + 1, cores=1, **options)
+    for name in names:
+        np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
+    assert not np.array_equal(draws_of(one, changed), draws_of(other, changed))
+    return one
+
+
 def test_the_same_seed_gives_the_same_draws_with_one_or_two_processes(bernoulli_model):
     with bernoulli_model:
         pm.set_data({"count_dp": 10**8, "sum_dp": 3 * 10**7 + 0.4})
-    options = {
-        "model": bernoulli_model,
-        "augment": "sums",
-        "draws": 60,
-        "tune": 60,
-        "chains": 2,
-        "initvals": {"n": 10**8},
-        "progressbar": False,
-        "compute_convergence_checks": False,
-    }
-    one = pmdp.sample(random_seed=21, cores=1, **options)
-    two = pmdp.sample(random_seed=21, cores=2, **options)
-    other = pmdp.sample(random_seed=22, cores=1, **options)
-    for name in ("theta", "n", "s_total"):
-        np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
-    assert not np.array_equal(draws_of(one, "n"), draws_of(other, "n"))
+    _reproduced(
+        bernoulli_model,
+        ("theta", "n", "s_total"),
+        21,
+        "n",
+        draws=60,
+        tune=60,
+        initvals={"n": 10**8},
+    )
 
 
 def test_the_collapsed_approximation_reproduces_its_draws_with_one_or_two_processes():
@@ -465,21 +479,7 @@ def test_the_collapsed_approximation_reproduces_its_draws_with_one_or_two_proces
         pmdp.PrivatizedSum(
             "s", pm.math.clip(x, -1, 3), SUM_NOISE, observed=200.0, check_sensitivity=False
         )
-    options = {
-        "model": model,
-        "augment": "sums",
-        "draws": 150,
-        "tune": 150,
-        "chains": 2,
-        "progressbar": False,
-        "compute_convergence_checks": False,
-    }
-    one = pmdp.sample(random_seed=23, cores=1, **options)
-    two = pmdp.sample(random_seed=23, cores=2, **options)
-    other = pmdp.sample(random_seed=24, cores=1, **options)
-    for name in ("mu", "n", "s_total"):
-        np.testing.assert_array_equal(draws_of(one, name), draws_of(two, name))
-    assert not np.array_equal(draws_of(one, "mu"), draws_of(other, "mu"))
+    one = _reproduced(model, ("mu", "n", "s_total"), 23, "mu", draws=150, tune=150)
     moves = one["sample_stats"]["independence_moves"].values
     assert np.all(moves >= 1) and np.all(moves <= 10)
 

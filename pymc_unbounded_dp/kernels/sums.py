@@ -442,5 +442,6 @@ def collapsed_step(
                 n, current = proposal, proposal_lp
                 ups_accepted, downs_accepted = ups_accepted + up, downs_accepted + (not up)
         latent = _draw_totals(rng, target, n, variances)
+    # steps up and down in n count as births and deaths (the stats' birth/death rates)
     info = SumsInfo(0, 0, ups_accepted, ups, downs_accepted, downs)
     return SumsState(latent, n, log_noise(target, latent), variances), info
