@@ -66,11 +66,13 @@ POISSON_SENSITIVITY = 10.0
 # the models
 # --------------------------------------------------------------------------------------------------
 def build_model(kind: str, n_dp: int):
-    """The Bernoulli-count or Poisson-sum model of a release with ``n_dp`` records."""
+    """The Bernoulli-count, Poisson-sum or regression model of a release with ``n_dp`` records."""
     import pymc as pm
 
     import pymc_unbounded_dp as pmdp
 
+    if kind == "regression":
+        return _regression_model(n_dp)
     with pm.Model() as model:
         size = pmdp.SampleSize("n", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
         if kind == "bernoulli":
@@ -91,8 +93,6 @@ def build_model(kind: str, n_dp: int):
                 observed=2.0 * n_dp + 0.4,
                 check_sensitivity=False,
             )
-        elif kind == "regression":
-            return _regression_model(n_dp)
         else:
             raise ValueError(f"unknown model {kind!r}")
     return model

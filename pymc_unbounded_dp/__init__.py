@@ -22,6 +22,14 @@ _warnings.filterwarnings(
 _logging.getLogger("pytensor.tensor.blas").addFilter(
     lambda record: "Using NumPy C-API based implementation for BLAS" not in record.getMessage()
 )
+# The search runs once, on first reading the flag: read it here, where the silencing holds, and
+# not inside a user's (or pytest's) ``warnings.catch_warnings`` at the first compiled product.
+with _warnings.catch_warnings():
+    _warnings.simplefilter("ignore", UserWarning)
+    import pytensor as _pytensor
+
+    _ = _pytensor.config.blas__ldflags
+del _
 
 from pymc_unbounded_dp import conjugate, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize

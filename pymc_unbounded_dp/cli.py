@@ -30,6 +30,13 @@ class UsageError(Exception):
 # -- argument types ------------------------------------------------------------------------------
 
 
+#: ``pymc_unbounded_dp.blocks.MAX_RECORDS`` (not imported: PyMC loads only when a command runs;
+#: a test pins the two together).
+MAX_RECORDS = 10**8
+#: Above this many records ``pmdp demo`` fits the sums level by default.
+SUMS_FROM = 100_000
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -38,6 +45,18 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
+
+
+def _record_count(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (1 <= value <= MAX_RECORDS and value == int(value)):
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of records from 1 to {MAX_RECORDS:.0e}, got {text!r}"
+        )
+    return int(value)
 
 
 def _non_negative_int(text: str) -> int:
@@ -138,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--bounded", action="store_true", help="bounded DP instead: n is known, not released"
+    )
+    demo.add_argument(
+        "--records",
+        type=_record_count,
+        default=1000,
+        help="records in the simulated data, up to 1e8 (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--augment",
+        choices=["records", "sums"],
+        default=None,
+        help="latent state: every record (exact) or the 9 true sums under their normal "
+        f"approximation (census scale; default: records up to {SUMS_FROM:,} records, sums above)",
     )
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
@@ -284,16 +316,23 @@ def _demo(args, out=None) -> int:
 
     folder = _writable_folder(args.out)
     tune = min(1000, args.draws) if args.tune is None else args.tune
+    augment = args.augment or ("records" if args.records <= SUMS_FROM else "sums")
     kind = "bounded DP (n known)" if args.bounded else "unbounded DP (n released with noise)"
-    print(f"pmdp demo: linear regression, n = 1000, {kind}", file=out)
+    print(f"pmdp demo: linear regression, n = {args.records:,}, {kind}", file=out)
     print(
         f"  epsilon_s = {args.epsilon_s:g} (9 statistics, Laplace, sensitivity 9)"
         + ("" if args.bounded else f", epsilon_n = {args.epsilon_n:g} (discrete Laplace)"),
         file=out,
     )
+    how = (
+        "the sums level's normal approximation (augment='sums': the records are not carried; "
+        "see docs/census_scale.md)"
+        if augment == "sums"
+        else f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'}, every record"
+    )
     print(
         f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
-        f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'} ...",
+        f"{how} ...",
         file=out,
     )
     out.flush()
@@ -306,6 +345,8 @@ def _demo(args, out=None) -> int:
         epsilon_n=args.epsilon_n,
         sampler=args.sampler,
         bounded=args.bounded,
+        n=args.records,
+        augment=augment,
         progressbar=not args.no_progress,
     )
     release = result.release
@@ -322,7 +363,9 @@ def _demo(args, out=None) -> int:
     print(
         f"\nPosterior ({result.seconds:.0f} s of sampling); 94% equal-tailed intervals:", file=out
     )
-    print(shown.to_string(float_format=lambda v: f"{v:.3f}"), file=out)
+    # at census scale the posterior sds are ~1e-4: six significant digits instead of 3 decimals
+    digits = (lambda v: f"{v:.6g}" if abs(v) < 1e6 else f"{v:.1f}") if augment == "sums" else None
+    print(shown.to_string(float_format=digits or (lambda v: f"{v:.3f}")), file=out)
     print(
         f"{int(summary['covered'].sum())} of {len(summary)} true values inside their 94% interval.",
         file=out,

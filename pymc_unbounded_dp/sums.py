@@ -129,14 +129,19 @@ class TableLaw:
     _parameter_fn: object = None
     _natural_fn: object = None
 
-    def parameters_at(self, point: dict) -> tuple:
-        """The family's parameters at PyMC's ``point``, as NumPy values."""
+    def compile(self) -> None:
+        """Compile :meth:`parameters_at`'s function (the steps call it when they are built, so
+        that compilation, seconds for a moment rule, is not spent inside the sampling loop)."""
         if self._parameter_fn is None:
             model = self.table.model
             self._parameter_fn = compile_pymc(
                 list(model.value_vars), self.parameters, on_unused_input="ignore", mode=KERNEL_MODE
             )
             self._parameter_fn.trust_input = True
+
+    def parameters_at(self, point: dict) -> tuple:
+        """The family's parameters at PyMC's ``point``, as NumPy values."""
+        self.compile()
         values = self._parameter_fn(*self.table._inputs(point))
         return tuple(np.asarray(v, dtype=np.float64) for v in values)
 
@@ -633,6 +638,8 @@ class SumsStep(BlockedStep):
         self.vars = list(vars) if compiled.unbounded else []
         self.compiled = compiled
         self.laws = list(table_laws)
+        for law in self.laws:
+            law.compile()
         self.n_moves = N_MOVES if n_moves is None else int(n_moves)
         self.sums_moves = int(sums_moves)
         self.tune = True

@@ -31,6 +31,9 @@ def run(capsys, *argv):
         (["demo", "--draws", "0"], "--draws"),
         (["demo", "--draws", "many"], "--draws"),
         (["demo", "--epsilon-s", "-1"], "--epsilon-s"),
+        (["demo", "--records", "2e8"], "--records"),
+        (["demo", "--records", "0.5"], "--records"),
+        (["demo", "--augment", "banana"], "--augment"),
         (["reproduce", "survey"], "study"),
         (["reproduce", "regression", "--replicates", "0"], "--replicates"),
         (["reproduce", "atus", "--epsilon-n", "0.1,x"], "--epsilon-n"),
@@ -131,6 +134,28 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
         posterior = saved["posterior"].to_dataset()
         assert {"beta", "tau", "n"} <= set(posterior.data_vars)
         assert posterior.sizes["draw"] == 20
+
+
+def test_demo_at_census_scale_fits_the_sums_level_and_says_so(capsys, tmp_path):
+    # above cli.SUMS_FROM records the demo's default is the sums level; its n is the argument's
+    code, out, err = run(
+        capsys, "demo", "--out", str(tmp_path), "--records", "2e5", *TINY, "--draws", "40"
+    )
+    assert code == 0, err
+    assert "n = 200,000" in out and "augment='sums'" in out
+    summary = pd.read_csv(tmp_path / "summary.csv", index_col=0)
+    assert summary.loc["n", "true"] == 200_000
+    # the posterior of n is near n_dp (sd of the count noise: 2.8), the release's scale is n's
+    release = json.loads((tmp_path / "release.json").read_text())
+    assert abs(summary.loc["n", "mean"] - release["n_dp"]) < 50
+    with xr.open_datatree(tmp_path / "posterior.nc", engine="h5netcdf") as saved:
+        assert saved["posterior"].attrs["pmdp_augment"] == "sums"
+
+
+def test_the_command_lines_record_limit_is_the_packages():
+    from pymc_unbounded_dp.blocks import MAX_RECORDS
+
+    assert cli.MAX_RECORDS == MAX_RECORDS and cli.SUMS_FROM < MAX_RECORDS
 
 
 # -- reproduce: tiny grids on a local Dask cluster, resume ----------------------------------------

@@ -15,11 +15,8 @@ NUTS on a posterior of sd 5e-5, float precision of the laws).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pymc as pm
-import pytensor
 import pytest
 from mcmc_checks import (
     EXACT_POSTERIOR_SAMPLING,
@@ -332,10 +329,6 @@ def test_the_sums_level_names_a_table_without_an_exact_law():
 def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
     # Normal records, statistic 2x + 1: rho / sigma^3 = E|Z|^3 = 2 sqrt(2 / pi); the third
     # moment is by quadrature with no cut at the mean, good to ~0.2% (a figure, not a posterior)
-    # PyTensor's one-off BLAS search would warn inside pytest.warns below: run it here
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _ = pytensor.config.blas__ldflags
     with pm.Model() as model:
         mu = pm.Normal("mu")
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=400)

@@ -62,17 +62,25 @@ def fit_demo(
     sampler: str = "gibbs",
     bounded: bool = False,
     n: int = 1000,
+    augment: str = "records",
     progressbar: bool = True,
 ) -> DemoResult:
     """Simulate ``n`` records, release them, and sample the posterior (bounded or unbounded DP).
 
-    The data, the noise and the chains take independent streams of ``seed``. The steps are the
-    regression study's (:class:`~pymc_unbounded_dp.examples.study.RegressionStudy`): exact
-    conjugate parameter draws (``sampler="gibbs"``) or NUTS, plus record, birth/death and
-    interweaving moves.
+    The data, the noise and the chains take independent streams of ``seed``. With
+    ``augment="records"`` the steps are the regression study's
+    (:class:`~pymc_unbounded_dp.examples.study.RegressionStudy`): exact conjugate parameter draws
+    (``sampler="gibbs"``) or NUTS, plus record, birth/death and interweaving moves. With
+    ``augment="sums"`` (census scale: ``n`` up to 1e8, simulated a million records at a time) the
+    release is fitted on the sums level's normal approximation (``pmdp.sample(augment="sums")``,
+    see the Census scale page); ``sampler`` does not apply there.
     """
     import pymc_unbounded_dp as pmdp
 
+    if augment not in ("records", "sums"):
+        raise ValueError(f"fit_demo: `augment` must be 'records' or 'sums', got {augment!r}.")
+    if augment == "sums":
+        return _fit_sums(draws, tune, chains, seed, epsilon_s, epsilon_n, bounded, n, progressbar)
     study = RegressionStudy(sampler=sampler, n=n)
     fit = Fit(
         "demo", "bounded" if bounded else "unbounded", epsilon_s, None if bounded else epsilon_n, 0
@@ -93,6 +101,26 @@ def fit_demo(
             **study.sample_options(model, release, fit),
         )
     return DemoResult(release, idata, bounded, seed, sampler, time.perf_counter() - start)
+
+
+def _fit_sums(draws, tune, chains, seed, epsilon_s, epsilon_n, bounded, n, progressbar):
+    import pymc_unbounded_dp as pmdp
+
+    data_seed, chain_seed = np.random.SeedSequence(seed).spawn(2)
+    release = regression.simulate_regression_release(n, epsilon_s, epsilon_n, seed=data_seed)
+    model = regression.regression_model(release, bounded=bounded)
+    start = time.perf_counter()
+    with model:
+        idata = pmdp.sample(
+            draws=draws,
+            tune=tune,
+            chains=chains,
+            augment="sums",
+            random_seed=int(chain_seed.generate_state(1)[0]),
+            progressbar=progressbar,
+            compute_convergence_checks=False,
+        )
+    return DemoResult(release, idata, bounded, seed, "sums", time.perf_counter() - start)
 
 
 def demo_summary(result: DemoResult) -> pd.DataFrame:
