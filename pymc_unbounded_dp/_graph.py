@@ -6,16 +6,22 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytensor
+import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pytensor.compile.mode import Mode
+from pytensor.graph.basic import Constant
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.raise_op import Assert
+from pytensor.tensor.basic import Join, MakeVector
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NegBinomialRV, StudentTRV
+from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
+from pytensor.tensor.subtensor import Subtensor
 
 try:  # PyTensor >= 2.31
-    from pytensor.graph.traversal import ancestors
+    from pytensor.graph.traversal import ancestors, io_toposort
 except ImportError:  # pragma: no cover
-    from pytensor.graph.basic import ancestors
+    from pytensor.graph.basic import ancestors, io_toposort
 from pytensor.graph.replace import clone_replace
 
 #: Mode for one-off evaluations at model-build time: no C compilation, no heavy rewrites.
@@ -161,3 +167,60 @@ def without_guards(graphs: Sequence) -> list:
         if var.owner is not None and isinstance(var.owner.op, FrozenRecordsGuard)
     }
     return list(clone_replace(list(graphs), guarded)) if guarded else list(graphs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading statistics' graphs (the sums level's moment rules)
+# --------------------------------------------------------------------------------------------------
+def strip_casts(var):
+    """``var`` without the casts, identities and dimshuffles on top of it."""
+    while var.owner is not None and (
+        isinstance(var.owner.op, DimShuffle)
+        or (
+            isinstance(var.owner.op, Elemwise)
+            and isinstance(var.owner.op.scalar_op, ps.Cast | ps.Identity)
+        )
+    ):
+        var = var.owner.inputs[0]
+    return var
+
+
+def constant_value(var) -> float | None:
+    """The value of a scalar constant under casts and dimshuffles, else ``None``."""
+    var = strip_casts(var)
+    if isinstance(var, Constant) and np.size(var.data) == 1:
+        return float(np.asarray(var.data).reshape(-1)[0])
+    return None
+
+
+_SAME_DEGREE = (ps.Add, ps.Sub, ps.Neg, ps.Cast, ps.Identity)
+_STRUCTURAL = (DimShuffle, Join, MakeVector, Reshape, Subtensor, SpecifyShape)
+
+
+def polynomial_degree(output, variable) -> int | None:
+    """The degree of ``output`` as a polynomial in ``variable`` (elementwise), or ``None``."""
+    degree = {variable: 1}
+    for node in io_toposort([variable], [output]):
+        inputs = [degree.get(i, 0) for i in node.inputs]
+        op = node.op
+        if isinstance(op, Shape | Shape_i) or not any(inputs):
+            continue
+        scalar = op.scalar_op if isinstance(op, Elemwise) else None
+        if isinstance(op, _STRUCTURAL) or isinstance(scalar, _SAME_DEGREE):
+            value = max(inputs)
+        elif isinstance(scalar, ps.Mul):
+            value = sum(inputs)
+        elif isinstance(scalar, ps.Sqr):
+            value = 2 * inputs[0]
+        elif isinstance(scalar, ps.TrueDiv) and inputs[1] == 0:
+            value = inputs[0]
+        elif isinstance(scalar, ps.Pow) and inputs[1] == 0:
+            power = constant_value(node.inputs[1])
+            if power is None or power != int(power) or power < 0:
+                return None
+            value = int(power) * inputs[0]
+        else:
+            return None
+        for out in node.outputs:
+            degree[out] = value
+    return degree.get(output, 0)

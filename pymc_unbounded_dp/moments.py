@@ -44,22 +44,30 @@ import numpy as np
 import pymc as pm
 import pytensor.scalar as ps
 import pytensor.tensor as pt
-from pytensor.graph.basic import Constant
 
 try:  # PyTensor >= 2.31
     from pytensor.graph.traversal import io_toposort
 except ImportError:  # pragma: no cover
     from pytensor.graph.basic import io_toposort
 from pytensor.graph.replace import clone_replace
-from pytensor.tensor.basic import Join, MakeVector
-from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random import basic as ptr
 from pytensor.tensor.random.op import RandomVariable
-from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
-from pytensor.tensor.subtensor import Subtensor
 
 from pymc_unbounded_dp._compile import CompiledTable, flat_statistics
-from pymc_unbounded_dp._graph import KERNEL_MODE, ancestors
+from pymc_unbounded_dp._graph import (
+    KERNEL_MODE,
+    ancestors,
+    constant_value,
+    polynomial_degree,
+    strip_casts,
+)
+from pymc_unbounded_dp.dirichlet_moments import (
+    LAGUERRE_PER_NODE,
+    is_dirichlet,
+    log_share_moments,
+    log_shares,
+)
 from pymc_unbounded_dp.noncentred import record_forms
 
 __all__ = [
@@ -107,25 +115,7 @@ class MomentGraphs(NamedTuple):
     third: pt.TensorVariable | None
     nodes: int
     closed_form: bool = False
-
-
-def _strip(var):
-    while var.owner is not None and (
-        isinstance(var.owner.op, DimShuffle)
-        or (
-            isinstance(var.owner.op, Elemwise)
-            and isinstance(var.owner.op.scalar_op, ps.Cast | ps.Identity)
-        )
-    ):
-        var = var.owner.inputs[0]
-    return var
-
-
-def _constant_value(var) -> float | None:
-    var = _strip(var)
-    if isinstance(var, Constant) and np.size(var.data) == 1:
-        return float(np.asarray(var.data).reshape(-1)[0])
-    return None
+    method: str | None = None  # how m and C are computed, where not a plain rule (messages)
 
 
 def _cuts(statistics, record) -> list[float]:
@@ -135,12 +125,12 @@ def _cuts(statistics, record) -> list[float]:
     for node in io_toposort([record], [statistics]):
         if not isinstance(node.op, Elemwise) or not isinstance(node.op.scalar_op, _KINKS):
             continue
-        if not any(_strip(i) is record for i in node.inputs):
+        if not any(strip_casts(i) is record for i in node.inputs):
             continue
         if isinstance(node.op.scalar_op, ps.Abs | ps.Sign):
             cuts.add(0.0)
         for other in node.inputs:
-            if _strip(other) is not record and (value := _constant_value(other)) is not None:
+            if strip_casts(other) is not record and (value := constant_value(other)) is not None:
                 cuts.add(value)
     return sorted(cuts)
 
@@ -200,6 +190,8 @@ def record_moments(
     """
     spec, model = compiled.spec, compiled.model
     records = [r.rv for r in spec.records]
+    if len(records) == 1 and is_dirichlet(records[0]):
+        return _dirichlet_record_moments(compiled, nodes)
     if any(rv.ndim != 1 for rv in records):
         names = ", ".join(repr(r.name) for r in spec.records if r.rv.ndim != 1)
         return f"its records {names} are not scalars (one number per record)"
@@ -277,6 +269,34 @@ def record_moments(
     return MomentGraphs(inputs, mean, covariance, third, total)
 
 
+def _dirichlet_record_moments(compiled: CompiledTable, nodes: int) -> MomentGraphs | str:
+    """The moments of a Dirichlet record's statistics, affine in its floored log-shares
+    (:mod:`pymc_unbounded_dp.dirichlet_moments`), or why they cannot be computed."""
+    spec, model = compiled.spec, compiled.model
+    (record,) = spec.records
+    rv = record.rv
+    (alpha,) = rv.owner.op.dist_params(rv.owner)
+    if not all(alpha.type.broadcastable[:-1]):
+        return f"the concentration of {record.name!r} varies across records"
+    size = alpha.type.shape[-1]
+    if size is None:
+        return f"the number of shares of {record.name!r} is not known when the model is built"
+    inputs = [v.type(name=v.name) for v in model.free_RVs]
+    placeholder = rv.type(name=f"{rv.name}_record")
+    replace = {**dict(zip(model.free_RVs, inputs)), rv: placeholder}
+    statistics = clone_replace(flat_statistics(spec.sums), replace)
+    shares = log_shares(statistics, placeholder, int(size))
+    if isinstance(shares, str):
+        return f"its Dirichlet records {record.name!r}: {shares}"
+    alpha = clone_replace(alpha, replace).reshape((int(size),))
+    mean, covariance, third = log_share_moments(alpha, shares, nodes)
+    points = LAGUERRE_PER_NODE * nodes
+    method = "m and C of the log-shares by digamma and trigamma" + (
+        f", their floors by a {points}-point Gauss-Laguerre rule" if shares.floors.any() else ""
+    )
+    return MomentGraphs(inputs, mean, covariance, third, points, method=method)
+
+
 class _ClampPolynomial(NamedTuple):
     """The statistics as a polynomial of degree ``degree`` in ``variable``, which stands for
     ``clip(x, low, high)`` of the last record ``x`` (or ``x`` itself: infinite bounds)."""
@@ -295,9 +315,9 @@ def _clamp_polynomial(statistics, record) -> _ClampPolynomial | None:
         for node in io_toposort([record], [statistics])
         if isinstance(node.op, Elemwise)
         and isinstance(node.op.scalar_op, ps.Clip)
-        and _strip(node.inputs[0]) is record
+        and strip_casts(node.inputs[0]) is record
     ]
-    bounds = {tuple(_constant_value(i) for i in node.inputs[1:]) for node in clamps}
+    bounds = {tuple(constant_value(i) for i in node.inputs[1:]) for node in clamps}
     if len(bounds) > 1 or any(b is None for b in next(iter(bounds), ())):
         return None
     low, high = next(iter(bounds), (-np.inf, np.inf))
@@ -309,43 +329,10 @@ def _clamp_polynomial(statistics, record) -> _ClampPolynomial | None:
     else:
         variable = record.type()
         replaced = clone_replace(statistics, {record: variable})
-    degree = _degree(replaced, variable)
+    degree = polynomial_degree(replaced, variable)
     if degree is None or degree > MAX_DEGREE:
         return None
     return _ClampPolynomial(variable, replaced, float(low), float(high), degree)
-
-
-_SAME_DEGREE = (ps.Add, ps.Sub, ps.Neg, ps.Cast, ps.Identity)
-_STRUCTURAL = (DimShuffle, Join, MakeVector, Reshape, Subtensor, SpecifyShape)
-
-
-def _degree(output, variable) -> int | None:
-    """The degree of ``output`` as a polynomial in ``variable`` (elementwise), or ``None``."""
-    degree = {variable: 1}
-    for node in io_toposort([variable], [output]):
-        inputs = [degree.get(i, 0) for i in node.inputs]
-        op = node.op
-        if isinstance(op, Shape | Shape_i) or not any(inputs):
-            continue
-        scalar = op.scalar_op if isinstance(op, Elemwise) else None
-        if isinstance(op, _STRUCTURAL) or isinstance(scalar, _SAME_DEGREE):
-            value = max(inputs)
-        elif isinstance(scalar, ps.Mul):
-            value = sum(inputs)
-        elif isinstance(scalar, ps.Sqr):
-            value = 2 * inputs[0]
-        elif isinstance(scalar, ps.TrueDiv) and inputs[1] == 0:
-            value = inputs[0]
-        elif isinstance(scalar, ps.Pow) and inputs[1] == 0:
-            power = _constant_value(node.inputs[1])
-            if power is None or power != int(power) or power < 0:
-                return None
-            value = int(power) * inputs[0]
-        else:
-            return None
-        for out in node.outputs:
-            degree[out] = value
-    return degree.get(output, 0)
 
 
 def _clamped_normal_raw_moments(mu, sigma, low: float, high: float, top: int) -> list:

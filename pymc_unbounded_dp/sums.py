@@ -374,7 +374,9 @@ def _normal_approximation(compiled: CompiledTable) -> TableLaw | str:
         [moments.mean, covariance], dict(zip(moments.inputs, model.free_RVs)), strict=False
     )
     names = ", ".join(repr(name) for name in spec.record_names)
-    if moments.closed_form and len(spec.records) == 1:
+    if moments.method is not None:
+        how = moments.method
+    elif moments.closed_form and len(spec.records) == 1:
         how = "m and C in closed form"
     else:
         inner = " and the last record in closed form" if moments.closed_form else ""

@@ -46,6 +46,7 @@ from typing import ClassVar
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.tensor.random.basic import DirichletRV
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.examples._release import Release
@@ -296,33 +297,32 @@ def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None
     )
 
 
-def _dirichlet_random(alpha, rng=None, size=None):
-    alpha = np.asarray(alpha)
-    if all(d == 1 for d in alpha.shape[:-1]):
-        rows = tuple(size) if size is not None else alpha.shape[:-1]
-        return rng.dirichlet(alpha.reshape(-1), size=rows)
-    from pytensor.tensor.random.basic import dirichlet
+class _SharedConcentrationDirichletRV(DirichletRV):
+    """PyTensor's Dirichlet, drawing records that share one concentration in one call."""
 
-    return dirichlet.rng_fn(rng, alpha, None if size is None else tuple(size))
+    @classmethod
+    def rng_fn(cls, rng, alphas, size):
+        if all(d == 1 for d in alphas.shape[:-1]):
+            rows = tuple(size) if size is not None else alphas.shape[:-1]
+            return rng.dirichlet(alphas.reshape(-1), size=rows)
+        return super().rng_fn(rng, alphas, size)
 
 
-def _dirichlet_logp(value, alpha):
-    return pm.logp(pm.Dirichlet.dist(alpha), value)
+class _SharedConcentrationDirichlet(pm.Dirichlet):
+    rv_type = _SharedConcentrationDirichletRV
+    rv_op = _SharedConcentrationDirichletRV()
 
 
 def dirichlet_dist(alpha) -> pt.TensorVariable:
-    """``pm.Dirichlet.dist(alpha)`` with a vectorised random draw (same density, same draws).
+    """``pm.Dirichlet.dist(alpha)`` with a vectorised random draw (same law, same draws).
 
     PyTensor pads the parameters of a sized random variable to the batch rank, and its Dirichlet
     sampler then draws row by row in Python (several ms per 1,000 records, most of an ATUS
-    iteration). Shared ``alpha`` is drawn here in one ``Generator.dirichlet`` call; the
-    log-density is PyMC's own. (PyTensor's numba backend, the default of ``pm.draw`` on PyMC 6,
-    runs this Python sampler in object mode and says so in a warning; pass
-    ``mode=pytensor.compile.mode.Mode(linker="cvm")`` there.)
+    iteration). Shared ``alpha`` is drawn here in one ``Generator.dirichlet`` call. The op is a
+    subclass of PyTensor's ``DirichletRV``, so PyMC's log-density and everything that reads a
+    Dirichlet law (the sums level's log-share moments among them) apply unchanged.
     """
-    return pm.CustomDist.dist(
-        alpha, random=_dirichlet_random, logp=_dirichlet_logp, signature="(a)->(a)"
-    )
+    return _SharedConcentrationDirichlet.dist(alpha)
 
 
 def _log_shares(x) -> pt.TensorVariable:
