@@ -13,7 +13,8 @@ from pytensor.graph.basic import Constant
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.raise_op import Assert
 from pytensor.tensor.basic import Join, MakeVector
-from pytensor.tensor.elemwise import DimShuffle, Elemwise
+from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
+from pytensor.tensor.math import Dot
 from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NegBinomialRV, StudentTRV
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 from pytensor.tensor.subtensor import Subtensor
@@ -206,9 +207,10 @@ def polynomial_degree(output, variable) -> int | None:
         if isinstance(op, Shape | Shape_i) or not any(inputs):
             continue
         scalar = op.scalar_op if isinstance(op, Elemwise) else None
-        if isinstance(op, _STRUCTURAL) or isinstance(scalar, _SAME_DEGREE):
+        summed = isinstance(op, CAReduce) and isinstance(op.scalar_op, ps.Add)
+        if isinstance(op, _STRUCTURAL) or isinstance(scalar, _SAME_DEGREE) or summed:
             value = max(inputs)
-        elif isinstance(scalar, ps.Mul):
+        elif isinstance(scalar, ps.Mul) or isinstance(op, Dot):
             value = sum(inputs)
         elif isinstance(scalar, ps.Sqr):
             value = 2 * inputs[0]

@@ -110,6 +110,9 @@ def log_shares(statistics, record, size: int) -> LogShares | str:
     reasons = [f for _, f in floors if isinstance(f, str)]
     if reasons:
         return reasons[0]
+    outside = "its statistics use the shares other than through their (floored) logs"
+    if not floors:
+        return outside
     values = {tuple(np.broadcast_to(f, (size,))) for _, f in floors}
     if len(values) != 1:
         return "its statistics are not affine in one floored log of each share"
@@ -119,7 +122,7 @@ def log_shares(statistics, record, size: int) -> LogShares | str:
     variable = record.type()
     replaced = clone_replace(statistics, {node.outputs[0]: variable for node, _ in floors})
     if record in ancestors([replaced]):
-        return "its statistics use the shares other than through their (floored) logs"
+        return outside
     degree = polynomial_degree(replaced, variable)
     if degree is None or degree > 1:
         return "its statistics are not affine in the logs of the shares"
