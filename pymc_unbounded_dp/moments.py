@@ -203,7 +203,7 @@ def record_moments(
             return (
                 f"its records {record.name!r} ({kind}) have no moment rule: the normal "
                 "approximation integrates Normal and Uniform records whose location and "
-                "scale are the only parameters that vary"
+                "scale are the only parameters that vary, and one Dirichlet record variable"
             )
     inputs = [rv.type(name=rv.name) for rv in model.free_RVs]
     placeholders = [rv.type(name=f"{rv.name}_record") for rv in records]

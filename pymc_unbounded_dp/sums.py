@@ -565,7 +565,8 @@ def resolve_augment(
                 + ". Exact laws exist for Bernoulli, Categorical, Binomial and DiscreteUniform "
                 "records (any statistic) and for the plain sum of Poisson, NegativeBinomial, "
                 "Normal, Gamma and Exponential records; the normal approximation covers Normal "
-                "and Uniform records (location and scale varying) under any statistic. Use "
+                "and Uniform records (location and scale varying) under any statistic, and "
+                "Dirichlet records under statistics affine in their floored log-shares. Use "
                 "augment='records' otherwise."
             )
     if augment == "sums" or (

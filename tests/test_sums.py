@@ -326,6 +326,25 @@ def test_the_sums_level_names_a_table_without_an_exact_law():
     assert "not the record itself" in message and "'x'" in message and "moments" in message
 
 
+def test_atus_dirichlet_records_take_the_log_share_approximation_only_when_asked():
+    """ATUS's model as written (Dirichlet records, floored log-shares): "auto" keeps the records
+    level, "sums" opts into N(n m, n C) with the digamma/trigamma moments, and the posterior says
+    so and gives the accuracy figure (the moments' values: tests/test_dirichlet_moments.py)."""
+    from pymc_unbounded_dp.examples import atus
+
+    model = atus.atus_model(atus.simulate_atus_release(5_000, 1.0, 0.5, seed=4))
+    assert pmdp.ReversibleJump(model=model).augment == "records"
+    idata = pmdp.sample(
+        model=model, augment="sums", draws=60, tune=60, chains=1, random_seed=2, progressbar=False
+    )
+    attrs = idata.posterior.attrs
+    assert attrs["pmdp_augment"] == "sums"
+    assert "digamma" in attrs["pmdp_sum_laws"] and "approximate" in attrs["pmdp_sum_laws"]
+    assert "Berry-Esseen" in attrs["pmdp_sum_accuracy"]
+    n = np.asarray(idata.posterior["n"]).ravel()
+    assert np.all(np.abs(n - 5_000) < 60)  # n in the posterior, near the release's n_dp
+
+
 def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
     # Normal records, statistic 2x + 1: rho / sigma^3 = E|Z|^3 = 2 sqrt(2 / pi); the third
     # moment is by quadrature with no cut at the mean, good to ~0.2% (a figure, not a posterior)

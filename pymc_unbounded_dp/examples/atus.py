@@ -75,6 +75,7 @@ __all__ = [
     "resolve_atus_dir",
     "simulate_atus",
     "simulate_atus_by_sex",
+    "simulate_atus_release",
 ]
 
 #: Environment variable naming a data folder of your own (read instead of the packaged data).
@@ -281,20 +282,46 @@ def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None
     Simulation-study noise (:meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`);
     a real release would use ``mechanism.release(...)``.
     """
+    return _release(atus_statistics(data.x), data.n, epsilon_s, epsilon_n, seed)
+
+
+def _release(exact: np.ndarray, n: int, epsilon_s: float, epsilon_n: float, seed) -> AtusRelease:
+    """The exact sums ``exact`` of ``n`` records plus simulated noise (Laplace, discrete Laplace)."""
     mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
     count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
     s_seed, n_seed = _seed_sequence(seed).spawn(2)
-    values = atus_statistics(data.x) + mechanism.simulate(
-        3, random_seed=np.random.default_rng(s_seed)
-    )
-    n_dp = data.n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
+    values = exact + mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
+    n_dp = n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
     return AtusRelease(
         values=np.asarray(values, dtype=float),
         n_dp=int(n_dp),
         epsilon_s=float(epsilon_s),
         epsilon_n=float(epsilon_n),
-        n=data.n,
+        n=int(n),
     )
+
+
+def simulate_atus_release(
+    n: int, epsilon_s: float, epsilon_n: float, seed=None, chunk: int = 10**6
+) -> AtusRelease:
+    """The release of ``n`` records of :func:`simulate_atus`'s law (the paper's MLE), simulated
+    ``chunk`` records at a time: memory ``O(chunk)``, so that census sizes (``n = 1e8``) can be
+    released. Simulation-study noise, as in :func:`privatize_atus`.
+
+    Examples
+    --------
+    >>> release = simulate_atus_release(2_500, 1.0, 0.5, seed=1, chunk=1_000)
+    >>> release.values.shape, release.n
+    ((3,), 2500)
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"simulate_atus_release: `n` must be an integer >= 0, got {n!r}.")
+    data_seed, release_seed = _seed_sequence(seed).spawn(2)
+    sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk else [])
+    exact = np.zeros(len(COLUMNS))
+    for size, child in zip(sizes, data_seed.spawn(len(sizes)), strict=True):
+        exact += atus_statistics(simulate_atus(size, seed=child).x)
+    return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 
 class _SharedConcentrationDirichletRV(DirichletRV):
