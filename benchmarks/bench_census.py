@@ -316,6 +316,11 @@ def _child(spec: dict) -> None:
         "ess_per_s": ess_param / sampling,
         "mean": float(draws.mean()),
         "sd": float(draws.std(ddof=1)),
+        # every component of the compared variables, for the level-to-level differences
+        "components": [
+            {"mean": float(c.mean()), "sd": float(c.std(ddof=1)), "ess": ess(c)}
+            for c in components
+        ],
         "n_mean": float(n.mean()),
         "n_sd": float(n.std(ddof=1)),
         "rss_before_mb": rss_before / 1024,
