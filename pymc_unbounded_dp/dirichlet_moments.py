@@ -21,6 +21,21 @@ The error of the Laguerre rule is estimated like the other rules' (a rule of mor
 for the Berry--Esseen figure) is bounded above by ``E|Y|^3 <= (E Y^4)^{3/4}`` (Lyapunov) and
 Minkowski's inequality over the statistic's terms, with the fourth moments from the polygamma
 cumulants of the log-Beta law; so the reported figure is an upper bound of the true one.
+
+Example
+-------
+>>> import numpy as np, pymc as pm, pytensor, pytensor.tensor as pt, pymc_unbounded_dp as pmdp
+>>> from pymc_unbounded_dp._compile import compile_model
+>>> from pymc_unbounded_dp.moments import record_moments
+>>> with pm.Model() as model:
+...     alpha = pm.Gamma("alpha", 1.0, 0.1, shape=3)
+...     x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=100)
+...     _ = pmdp.PrivatizedSum("s", pt.log(pt.clip(x, 1 / 1440, 1)),
+...                            pmdp.Laplace(1.0, 3 * np.log(1440)), observed=np.zeros(3))
+>>> moments = record_moments(compile_model(model).tables[0])
+>>> mean = pytensor.function(moments.inputs, moments.mean)(np.array([12.6, 1.59, 17.16]))
+>>> np.round(mean, 4)  # unfloored: digamma(alpha_j) - digamma(alpha_0) = -0.9357, -3.3118, -0.6160
+array([-0.9357, -3.3108, -0.616 ])
 """
 
 from __future__ import annotations
