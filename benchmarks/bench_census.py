@@ -318,8 +318,7 @@ def _child(spec: dict) -> None:
         "sd": float(draws.std(ddof=1)),
         # every component of the compared variables, for the level-to-level differences
         "components": [
-            {"mean": float(c.mean()), "sd": float(c.std(ddof=1)), "ess": ess(c)}
-            for c in components
+            {"mean": float(c.mean()), "sd": float(c.std(ddof=1)), "ess": ess(c)} for c in components
         ],
         "n_mean": float(n.mean()),
         "n_sd": float(n.std(ddof=1)),

@@ -10,6 +10,15 @@ tuning draws' mean and covariance) and makes independence Metropolis moves with 
 draws are kept. :func:`pmdp.sample <pymc_unbounded_dp.sample>` assigns it to the continuous
 parameters at the sums level when a table uses the normal approximation; exact sum laws keep
 NUTS.
+
+An independence proposal alone can stick: a chain that starts (or sits) where the target is
+much heavier than the proposal (a ridge of weakly identified parameters, a skewed posterior at
+small ``n``) rejects almost every move, and a refit to draws that did not move collapses the
+proposal onto them. So the step also makes random-walk Metropolis moves
+(:func:`pymc_unbounded_dp.kernels.interweave.step`) with the proposal's shape, their scale tuned
+to an acceptance of 0.234: always in the first tuning window, then in every window (and, after
+tuning, in every iteration) where the independence moves accept less than
+:data:`RANDOM_WALK_OFF`. A refit uses the tuning draws only when they moved.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from pymc.util import get_value_vars_from_user_vars
 
 from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp.kernels import independence as kernel
+from pymc_unbounded_dp.kernels import interweave as rw
 
 __all__ = ["IndependenceMetropolis"]
 
@@ -33,6 +43,10 @@ __all__ = ["IndependenceMetropolis"]
 MAX_MOVES = 10
 #: After tuning, the moves per iteration make an iteration without any acceptance this rare.
 MISS = 0.05
+#: Random-walk moves per iteration where they are made.
+RANDOM_WALK_MOVES = 3
+#: Independence acceptance (mean over a tuning window) from which no random-walk moves are made.
+RANDOM_WALK_OFF = 0.3
 
 
 class IndependenceMetropolis(ArrayStepShared):
@@ -48,9 +62,15 @@ class IndependenceMetropolis(ArrayStepShared):
         accept at least once with probability 0.95 at the recent acceptance rate (at most ten:
         five at a rate of 0.5), set at each refit during tuning and, for the draws, from the
         last half of tuning. The rule reads acceptance rates, not timings, so seeds reproduce.
+    random_walk_moves : int, optional
+        Random-walk moves per iteration, after the independence moves. Default:
+        ``RANDOM_WALK_MOVES`` in the first tuning window and wherever the independence moves
+        accept less than ``RANDOM_WALK_OFF``, else 0 (set per tuning window, and for the draws
+        from the last half of tuning; rates, not timings). ``0`` turns them off.
     refit_interval : int, default 100
         During tuning, refit the proposal to the last half of the tuning draws every this many
-        iterations (the first proposal is a Laplace fit at the mode). After tuning it is fixed.
+        iterations (the first proposal is a Laplace fit at the mode; a refit whose draws barely
+        moved fits at the mode again). After tuning it is fixed.
     df : float, default 7
         Degrees of freedom of the multivariate-t proposal.
 
@@ -74,6 +94,8 @@ class IndependenceMetropolis(ArrayStepShared):
         "independence_accept": (np.float64, []),
         "independence_accepted": (bool, []),
         "independence_moves": (np.int64, []),
+        "random_walk_accept": (np.float64, []),
+        "random_walk_moves": (np.int64, []),
         "tune": (bool, []),
     }
 
@@ -82,6 +104,7 @@ class IndependenceMetropolis(ArrayStepShared):
         vars=None,
         model: pm.Model | None = None,
         moves: int | None = None,
+        random_walk_moves: int | None = None,
         refit_interval: int = 100,
         df: float = kernel.DEGREES_OF_FREEDOM,
         blocked: bool = True,
@@ -93,6 +116,8 @@ class IndependenceMetropolis(ArrayStepShared):
         checked = [("refit_interval", refit_interval, 2)]
         if moves is not None:
             checked.append(("moves", moves, 1))
+        if random_walk_moves is not None:
+            checked.append(("random_walk_moves", random_walk_moves, 0))
         for name, value, least in checked:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer >= {least}, got {value!r}.")
@@ -117,12 +142,17 @@ class IndependenceMetropolis(ArrayStepShared):
         self._log_density.trust_input = True
         self._fixed_moves = None if moves is None else int(moves)
         self.moves = MAX_MOVES if moves is None else int(moves)
+        self._fixed_walk = None if random_walk_moves is None else int(random_walk_moves)
+        self.walk_moves = RANDOM_WALK_MOVES if random_walk_moves is None else self._fixed_walk
+        self._walk_updates = 0
         self._tuning_acceptance: list[float] = []
         self.refit_interval = int(refit_interval)
         self.df = float(df)
         self.tune = True
         self._proposal: kernel.Proposal | None = None
         self._tuning_draws: list[np.ndarray] = []
+        self._walk_dimension = sum(int(np.prod(initial_point[v.name].shape)) for v in vars)
+        self._walk_log_scale = np.log(2.38 / np.sqrt(max(self._walk_dimension, 1)))
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     def reset_tuning(self) -> None:
@@ -132,6 +162,9 @@ class IndependenceMetropolis(ArrayStepShared):
         self._tuning_draws = []
         self._tuning_acceptance = []
         self.moves = MAX_MOVES if self._fixed_moves is None else self._fixed_moves
+        self.walk_moves = RANDOM_WALK_MOVES if self._fixed_walk is None else self._fixed_walk
+        self._walk_log_scale = np.log(2.38 / np.sqrt(max(self._walk_dimension, 1)))
+        self._walk_updates = 0
 
     @staticmethod
     def _moves_for(rates: list[float]) -> int:
@@ -145,6 +178,12 @@ class IndependenceMetropolis(ArrayStepShared):
         return int(np.clip(np.ceil(np.log(MISS) / np.log1p(-rate)), 1, MAX_MOVES))
 
     @staticmethod
+    def _walk_moves_for(rates: list[float]) -> int:
+        """Random-walk moves where the independence moves accept too rarely."""
+        rate = float(np.mean(rates)) if rates else 0.0
+        return 0 if rate >= RANDOM_WALK_OFF else RANDOM_WALK_MOVES
+
+    @staticmethod
     def competence(var, has_grad):
         return Competence.INCOMPATIBLE  # assigned by the sums level, never by PyMC
 
@@ -152,9 +191,11 @@ class IndependenceMetropolis(ArrayStepShared):
         return float(self._log_density(np.asarray(x, dtype=self._dtype)))
 
     def _fit(self, position: np.ndarray) -> kernel.Proposal:
-        if len(self._tuning_draws) >= max(self.refit_interval, 2 * position.shape[0] + 2):
+        least = max(self.refit_interval, 2 * position.shape[0] + 2)
+        if len(self._tuning_draws) >= least:
             draws = np.array(self._tuning_draws[len(self._tuning_draws) // 2 :])
-            return kernel.moment_fit(draws, self.df)
+            if len(np.unique(draws, axis=0)) >= 2 * position.shape[0] + 2:  # they moved
+                return kernel.moment_fit(draws, self.df)
         try:
             return kernel.laplace_fit(position, self._density, self.df)
         except ValueError as error:
@@ -171,17 +212,24 @@ class IndependenceMetropolis(ArrayStepShared):
         )
         if refit:
             self._proposal = self._fit(position)
-            if self._fixed_moves is None and self._tuning_acceptance:
-                self.moves = self._moves_for(self._tuning_acceptance[-self.refit_interval :])
-        if not self.tune and self._fixed_moves is None and self._tuning_acceptance:
-            half = len(self._tuning_acceptance) // 2
-            self.moves = self._moves_for(self._tuning_acceptance[half:])
+            window = self._tuning_acceptance[-self.refit_interval :]
+            if self._fixed_moves is None and window:
+                self.moves = self._moves_for(window)
+            if self._fixed_walk is None and window:
+                self.walk_moves = self._walk_moves_for(window)
+        if not self.tune and self._tuning_acceptance:
+            half = self._tuning_acceptance[len(self._tuning_acceptance) // 2 :]
+            if self._fixed_moves is None:
+                self.moves = self._moves_for(half)
+            if self._fixed_walk is None:
+                self.walk_moves = self._walk_moves_for(half)
             self._tuning_acceptance = []
         state = kernel.IndependenceState(position, self._density(position))
         acceptance, accepted = 0.0, False
         for _ in range(self.moves):
             state, info = kernel.step(self.rng, state, self._density, self._proposal)
             acceptance, accepted = acceptance + info.acceptance, accepted or info.accepted
+        state, walk_accept = self._random_walk(state)
         if self.tune:
             self._tuning_draws.append(state.position.copy())
             self._tuning_acceptance.append(acceptance / self.moves)
@@ -189,6 +237,24 @@ class IndependenceMetropolis(ArrayStepShared):
             "independence_accept": acceptance / self.moves,
             "independence_accepted": accepted,
             "independence_moves": self.moves,
+            "random_walk_accept": walk_accept,
+            "random_walk_moves": self.walk_moves,
             "tune": self.tune,
         }
         return RaveledVars(state.position.astype(self._dtype), q0.point_map_info), [stats]
+
+    def _random_walk(self, state: kernel.IndependenceState):
+        """The random-walk moves (proposal's shape, tuned scale): the new state and their mean
+        acceptance probability (NaN when none are made)."""
+        if self.walk_moves == 0:
+            return state, np.nan
+        params = rw.RWParams(chol=self._proposal.chol, scale=float(np.exp(self._walk_log_scale)))
+        walk = rw.RWState(state.position, state.log_density)
+        walk, info = rw.step(
+            self.rng, walk, lambda x: (self._density(x), None), params, self.walk_moves
+        )
+        rate = info.accept_probability / info.proposed
+        if self.tune:  # Robbins-Monro on the log scale, towards rw.TARGET_ACCEPT
+            self._walk_updates += 1
+            self._walk_log_scale += (rate - rw.TARGET_ACCEPT) / self._walk_updates**0.6
+        return kernel.IndependenceState(walk.position, walk.log_density), rate

@@ -332,9 +332,12 @@ def _parameter_steps(
         for cls, variables in selected.items()
     }
     selected = {cls: variables for cls, variables in selected.items() if variables}
-    # Under the collapsed normal approximation a gradient costs 15-30 log-densities (the moment
-    # rule): the continuous parameters PyMC would give to NUTS get the independence sampler.
-    collapsed = table_laws is not None and any(law.variances is not None for law in table_laws)
+    # Under the collapsed normal approximation a gradient through a quadrature rule costs 15-30
+    # log-densities: the continuous parameters PyMC would give to NUTS get the independence
+    # sampler, unless every such table's moments are in closed form (one Normal record).
+    collapsed = table_laws is not None and any(
+        law.variances is not None and not law.cheap_gradient for law in table_laws
+    )
     independent = selected.pop(NUTS, []) if collapsed else []
     if not provided and not selected and not independent:
         return []

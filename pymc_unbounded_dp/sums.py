@@ -126,6 +126,9 @@ class TableLaw:
     #: variances, given which the parameters' target has the totals integrated out
     #: (:func:`~pymc_unbounded_dp.kernels.sums.collapsed_step`); ``None`` otherwise.
     variances: pytensor.compile.SharedVariable | None = None
+    #: The moment rule's gradient costs about as much as its value (closed-form moments of one
+    #: Normal record): NUTS suits the parameters. Otherwise a gradient costs tens of values.
+    cheap_gradient: bool = True
     _parameter_fn: object = None
     _natural_fn: object = None
 
@@ -399,6 +402,7 @@ def _normal_approximation(compiled: CompiledTable) -> TableLaw | str:
         ),
         natural_parameters=natural,
         variances=variances,
+        cheap_gradient=moments.closed_form and len(spec.records) == 1,
     )
 
 
