@@ -41,8 +41,8 @@ __all__ = ["IndependenceMetropolis"]
 
 #: The most independence moves per iteration (and the number while tuning).
 MAX_MOVES = 10
-#: After tuning, the moves per iteration make an iteration without any acceptance this rare.
-MISS = 0.05
+#: The rest of an iteration (the latent sums' step), in log-densities of this step.
+OTHER_COST = 1.0
 #: Random-walk moves per iteration where they are made.
 RANDOM_WALK_MOVES = 3
 #: Independence acceptance (mean over a tuning window) from which no random-walk moves are made.
@@ -58,9 +58,9 @@ class IndependenceMetropolis(ArrayStepShared):
         Continuous value variables to move (default: all of the model's).
     model : pm.Model, optional
     moves : int, optional
-        Independence moves per iteration (each costs one log-density). Default: the fewest that
-        accept at least once with probability 0.95 at the recent acceptance rate (at most ten:
-        five at a rate of 0.5), set at each refit during tuning and, for the draws, from the
+        Independence moves per iteration (each costs one log-density). Default: the number that
+        makes the most effective draws per log-density at the recent acceptance rate (two at a
+        rate of 0.5, at most ten), set at each refit during tuning and, for the draws, from the
         last half of tuning. The rule reads acceptance rates, not timings, so seeds reproduce.
     random_walk_moves : int, optional
         Random-walk moves per iteration, after the independence moves. Default:
@@ -168,14 +168,17 @@ class IndependenceMetropolis(ArrayStepShared):
 
     @staticmethod
     def _moves_for(rates: list[float]) -> int:
-        """The fewest moves that accept at least once with probability ``1 - MISS`` at the
-        mean of the per-move acceptance ``rates``."""
+        """The moves per iteration that make the most effective draws per unit of cost at the
+        mean per-move acceptance ``rates``: with ``k`` moves the chain moves with probability
+        ``p = 1 - (1 - rate)^k`` to a near-independent draw, so it makes about ``p / (2 - p)``
+        effective draws per iteration (lag-1 autocorrelation ``1 - p``), at the cost of ``k``
+        log-densities plus :data:`OTHER_COST` for the rest of the iteration."""
         rate = float(np.mean(rates)) if rates else 0.0
-        if rate >= 1.0:
-            return 1
         if rate <= 0.0:
             return MAX_MOVES
-        return int(np.clip(np.ceil(np.log(MISS) / np.log1p(-rate)), 1, MAX_MOVES))
+        moves = np.arange(1, MAX_MOVES + 1)
+        moved = 1.0 - (1.0 - min(rate, 1.0)) ** moves
+        return int(moves[np.argmax(moved / (2.0 - moved) / (moves + OTHER_COST))])
 
     @staticmethod
     def _walk_moves_for(rates: list[float]) -> int:
