@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -43,3 +44,20 @@ class Release(LaplaceBudgets):
     n: int = field(repr=False)
 
     sensitivity: ClassVar[float]
+
+
+def chunked_sums(
+    owner: str,
+    n: int,
+    chunk: int,
+    seed: np.random.SeedSequence,
+    statistics: Callable[[int, np.random.SeedSequence], np.ndarray],
+) -> np.ndarray:
+    """The exact sums of ``n`` simulated records, ``chunk`` at a time (memory ``O(chunk)``):
+    ``statistics(size, seed)`` simulates ``size`` records from its own stream of ``seed`` and
+    returns their summed statistics. ``owner`` names the caller in the error for a bad ``n``."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"{owner}: `n` must be an integer >= 0, got {n!r}.")
+    sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk or not n else [])
+    parts = [statistics(size, child) for size, child in zip(sizes, seed.spawn(len(sizes)))]
+    return np.sum(parts, axis=0)

@@ -49,7 +49,7 @@ import pytensor.tensor as pt
 from pytensor.tensor.random.basic import DirichletRV
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.examples._release import Release
+from pymc_unbounded_dp.examples._release import Release, chunked_sums
 
 __all__ = [
     "ATUS_ENV",
@@ -314,13 +314,14 @@ def simulate_atus_release(
     >>> release.values.shape, release.n
     ((3,), 2500)
     """
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"simulate_atus_release: `n` must be an integer >= 0, got {n!r}.")
     data_seed, release_seed = _seed_sequence(seed).spawn(2)
-    sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk else [])
-    exact = np.zeros(len(COLUMNS))
-    for size, child in zip(sizes, data_seed.spawn(len(sizes)), strict=True):
-        exact += atus_statistics(simulate_atus(size, seed=child).x)
+    exact = chunked_sums(
+        "simulate_atus_release",
+        n,
+        chunk,
+        data_seed,
+        lambda size, child: atus_statistics(simulate_atus(size, seed=child).x),
+    )
     return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 

@@ -60,7 +60,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.examples._release import Release
+from pymc_unbounded_dp.examples._release import Release, chunked_sums
 
 __all__ = [
     "CLAMP",
@@ -215,14 +215,13 @@ def simulate_regression_release(
     >>> release.values.shape, release.n
     ((9,), 2500)
     """
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"simulate_regression_release: `n` must be an integer >= 0, got {n!r}.")
     data_seed, release_seed = _seed_sequence(seed).spawn(2)
-    sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk else [])
-    exact = np.zeros(N_STATISTICS)
-    for size, child in zip(sizes, data_seed.spawn(len(sizes))):
+
+    def statistics(size: int, child: np.random.SeedSequence) -> np.ndarray:
         part = simulate_regression(size, child)
-        exact += regression_statistics(part.x, part.y)
+        return regression_statistics(part.x, part.y)
+
+    exact = chunked_sums("simulate_regression_release", n, chunk, data_seed, statistics)
     return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 
