@@ -72,7 +72,7 @@ class IndependenceMetropolis(ArrayStepShared):
         During tuning, refit the proposal to the last half of the tuning draws every this many
         iterations (the first proposal is a Laplace fit at the mode; a refit whose draws barely
         moved fits at the mode again). After tuning it is fixed.
-    df : float, default 7
+    df : float, default 12
         Degrees of freedom of the multivariate-t proposal.
 
     Examples

@@ -45,11 +45,13 @@ __all__ = [
     "step",
 ]
 
-#: Degrees of freedom of the proposal's multivariate t.
-DEGREES_OF_FREEDOM = 7.0
+#: Degrees of freedom of the proposal's multivariate t. (12 and an inflation of 1.2 against 7 and
+#: 1.5: on the paper's regression 144 against 100 effective draws per second at n = 1e8, 42
+#: against 19 at 1e4, about the same at 1e3, where the step's random-walk moves carry it.)
+DEGREES_OF_FREEDOM = 12.0
 #: The proposal's covariance is the fitted one times this (a slightly wider proposal keeps the
 #: importance ratio bounded where the target's tails are heavier than the fit's).
-INFLATION = 1.5
+INFLATION = 1.2
 
 LogDensity = Callable[[np.ndarray], float]
 
