@@ -61,3 +61,31 @@ def chunked_sums(
     sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk or not n else [])
     parts = [statistics(size, child) for size, child in zip(sizes, seed.spawn(len(sizes)))]
     return np.sum(parts, axis=0)
+
+
+def seed_sequence(seed) -> np.random.SeedSequence:
+    """``seed`` (an int, ``None``, a ``SeedSequence`` or a ``Generator``) as a ``SeedSequence``."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(int(seed.integers(2**63)))
+    return np.random.SeedSequence(seed)
+
+
+def noisy_release(kind: type[Release], exact: np.ndarray, n: int, epsilon_s, epsilon_n, seed):
+    """A ``kind`` release of the exact sums ``exact`` of ``n`` records: Laplace noise of
+    ``kind.sensitivity / epsilon_s`` on each sum and discrete Laplace noise on ``n``, simulated
+    (seeded numpy draws: for simulation studies, not for publishing)."""
+    mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=kind.sensitivity)
+    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
+    s_seed, n_seed = seed_sequence(seed).spawn(2)
+    exact = np.asarray(exact, dtype=float)
+    values = exact + mechanism.simulate(exact.shape[0], random_seed=np.random.default_rng(s_seed))
+    n_dp = int(n) + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
+    return kind(
+        values=np.asarray(values, dtype=float),
+        n_dp=int(n_dp),
+        epsilon_s=float(epsilon_s),
+        epsilon_n=float(epsilon_n),
+        n=int(n),
+    )

@@ -49,7 +49,12 @@ import pytensor.tensor as pt
 from pytensor.tensor.random.basic import DirichletRV
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.examples._release import Release, chunked_sums
+from pymc_unbounded_dp.examples._release import (
+    Release,
+    chunked_sums,
+    noisy_release,
+    seed_sequence,
+)
 
 __all__ = [
     "ATUS_ENV",
@@ -268,37 +273,13 @@ def atus_statistics(x: np.ndarray) -> np.ndarray:
     return np.log(np.maximum(np.asarray(x, dtype=float), MIN_SHARE)).sum(axis=0)
 
 
-def _seed_sequence(seed) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence(int(seed.integers(2**63)))
-    return np.random.SeedSequence(seed)
-
-
 def privatize_atus(data: AtusData, epsilon_s: float, epsilon_n: float, seed=None) -> AtusRelease:
     """Release the sum of clamped log-shares (Laplace) and ``n`` (discrete Laplace), seeded.
 
     Simulation-study noise (:meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`);
     a real release would use ``mechanism.release(...)``.
     """
-    return _release(atus_statistics(data.x), data.n, epsilon_s, epsilon_n, seed)
-
-
-def _release(exact: np.ndarray, n: int, epsilon_s: float, epsilon_n: float, seed) -> AtusRelease:
-    """The exact sums ``exact`` of ``n`` records plus simulated noise (Laplace, discrete Laplace)."""
-    mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
-    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
-    s_seed, n_seed = _seed_sequence(seed).spawn(2)
-    values = exact + mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
-    n_dp = n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
-    return AtusRelease(
-        values=np.asarray(values, dtype=float),
-        n_dp=int(n_dp),
-        epsilon_s=float(epsilon_s),
-        epsilon_n=float(epsilon_n),
-        n=int(n),
-    )
+    return noisy_release(AtusRelease, atus_statistics(data.x), data.n, epsilon_s, epsilon_n, seed)
 
 
 def simulate_atus_release(
@@ -314,7 +295,7 @@ def simulate_atus_release(
     >>> release.values.shape, release.n
     ((3,), 2500)
     """
-    data_seed, release_seed = _seed_sequence(seed).spawn(2)
+    data_seed, release_seed = seed_sequence(seed).spawn(2)
     exact = chunked_sums(
         "simulate_atus_release",
         n,
@@ -322,7 +303,7 @@ def simulate_atus_release(
         data_seed,
         lambda size, child: atus_statistics(simulate_atus(size, seed=child).x),
     )
-    return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
+    return noisy_release(AtusRelease, exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 
 class _SharedConcentrationDirichletRV(DirichletRV):

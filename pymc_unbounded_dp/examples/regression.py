@@ -60,7 +60,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.examples._release import Release, chunked_sums
+from pymc_unbounded_dp.examples._release import (
+    Release,
+    chunked_sums,
+    noisy_release,
+    seed_sequence,
+)
 
 __all__ = [
     "CLAMP",
@@ -180,14 +185,6 @@ def regression_statistic_tensor(x1, x2, y):
     return _per_record(x1, x2, y, lambda cols: pt.stack(cols, axis=1))
 
 
-def _seed_sequence(seed) -> np.random.SeedSequence:
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence(int(seed.integers(2**63)))
-    return np.random.SeedSequence(seed)
-
-
 def privatize_regression(
     data: RegressionData, epsilon_s: float, epsilon_n: float, seed=None
 ) -> RegressionRelease:
@@ -197,7 +194,9 @@ def privatize_regression(
     <pymc_unbounded_dp.Mechanism.simulate>`): this is for simulation studies. A real release would
     use ``mechanism.release(...)``.
     """
-    return _release(regression_statistics(data.x, data.y), data.n, epsilon_s, epsilon_n, seed)
+    return noisy_release(
+        RegressionRelease, regression_statistics(data.x, data.y), data.n, epsilon_s, epsilon_n, seed
+    )
 
 
 def simulate_regression_release(
@@ -215,31 +214,14 @@ def simulate_regression_release(
     >>> release.values.shape, release.n
     ((9,), 2500)
     """
-    data_seed, release_seed = _seed_sequence(seed).spawn(2)
+    data_seed, release_seed = seed_sequence(seed).spawn(2)
 
     def statistics(size: int, child: np.random.SeedSequence) -> np.ndarray:
         part = simulate_regression(size, child)
         return regression_statistics(part.x, part.y)
 
     exact = chunked_sums("simulate_regression_release", n, chunk, data_seed, statistics)
-    return _release(exact, int(n), epsilon_s, epsilon_n, release_seed)
-
-
-def _release(exact, n, epsilon_s, epsilon_n, seed) -> RegressionRelease:
-    statistics_mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=SENSITIVITY)
-    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
-    s_seed, n_seed = _seed_sequence(seed).spawn(2)
-    values = exact + statistics_mechanism.simulate(
-        N_STATISTICS, random_seed=np.random.default_rng(s_seed)
-    )
-    n_dp = n + int(count_mechanism.simulate(random_seed=np.random.default_rng(n_seed)))
-    return RegressionRelease(
-        values=np.asarray(values, dtype=float),
-        n_dp=int(n_dp),
-        epsilon_s=float(epsilon_s),
-        epsilon_n=float(epsilon_n),
-        n=n,
-    )
+    return noisy_release(RegressionRelease, exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 
 def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=None) -> pm.Model:
