@@ -87,8 +87,8 @@ def test_a_target_without_a_mode_is_refused():
 
 def test_the_step_leaves_a_start_deep_in_the_proposals_tail():
     """A Student-t target (3 degrees of freedom) started at x = 100: the Laplace fit at the mode
-    is a t7 of scale ~1, under which the start is e^-12 less likely, relative to the target, than
-    the mode, so independence moves alone accept ~1e-5 per move there. The step's random-walk
+    is a t12 of scale ~1, under which the start is e^-28 less likely, relative to the target, than
+    the mode, so independence moves alone accept ~1e-12 per move there. The step's random-walk
     moves leave it, and its refits use draws that moved. Checked against the exact CDF at the
     quartiles of the target (indicators: finite variance, unlike the t3's squared draws).
 
