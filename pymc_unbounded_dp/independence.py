@@ -142,26 +142,20 @@ class IndependenceMetropolis(ArrayStepShared):
         self._log_density = compile_pymc([inarray], logp, **options)
         self._log_density.trust_input = True
         self._fixed_moves = None if moves is None else int(moves)
-        self.moves = MAX_MOVES if moves is None else int(moves)
         self._fixed_walk = None if random_walk_moves is None else int(random_walk_moves)
-        self.walk_moves = RANDOM_WALK_MOVES if random_walk_moves is None else self._fixed_walk
-        self._walk_updates = 0
-        self._tuning_acceptance: list[float] = []
         self.refit_interval = int(refit_interval)
         self.df = float(df)
-        self.tune = True
-        self._proposal: kernel.Proposal | None = None
-        self._tuning_draws: list[np.ndarray] = []
         self._walk_dimension = sum(int(np.prod(initial_point[v.name].shape)) for v in vars)
-        self._walk_log_scale = np.log(2.38 / np.sqrt(max(self._walk_dimension, 1)))
+        self.reset_tuning()
         super().__init__(vars, shared, blocked=blocked, rng=rng)
 
     def reset_tuning(self) -> None:
-        # a new chain (PyMC reuses the step object across chains run in one process)
+        """The tuning state of a new chain (PyMC also reuses the step across the chains it runs
+        in one process)."""
         self.tune = True
-        self._proposal = None
-        self._tuning_draws = []
-        self._tuning_acceptance = []
+        self._proposal: kernel.Proposal | None = None
+        self._tuning_draws: list[np.ndarray] = []
+        self._tuning_acceptance: list[float] = []
         self.moves = MAX_MOVES if self._fixed_moves is None else self._fixed_moves
         self.walk_moves = RANDOM_WALK_MOVES if self._fixed_walk is None else self._fixed_walk
         self._walk_log_scale = np.log(2.38 / np.sqrt(max(self._walk_dimension, 1)))
