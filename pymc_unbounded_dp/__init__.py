@@ -34,6 +34,7 @@ del _
 from pymc_unbounded_dp import conjugate, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
+from pymc_unbounded_dp.errors import FrozenRecordsError, ImproperPriorError, PrivateDataError
 from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave
 from pymc_unbounded_dp.mcem import mcem
@@ -56,12 +57,15 @@ __all__ = [
     "DataAugmentation",
     "DiscreteGaussian",
     "DiscreteLaplace",
+    "FrozenRecordsError",
     "Gaussian",
+    "ImproperPriorError",
     "IndependenceMetropolis",
     "Interweave",
     "Laplace",
     "Mechanism",
     "PluginCheck",
+    "PrivateDataError",
     "PrivatizedSum",
     "Records",
     "ReversibleJump",

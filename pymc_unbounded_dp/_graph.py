@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 import pytensor
 import pytensor.scalar as ps
 import pytensor.tensor as pt
+from pymc.distributions.distribution import _support_point
 from pytensor.compile.mode import Mode
 from pytensor.graph.basic import Constant
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
-from pytensor.raise_op import Assert
+from pytensor.raise_op import CheckAndRaise
 from pytensor.tensor.basic import Join, MakeVector
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
@@ -24,6 +27,8 @@ try:  # PyTensor >= 2.31
 except ImportError:  # pragma: no cover
     from pytensor.graph.basic import ancestors, io_toposort
 from pytensor.graph.replace import clone_replace
+
+from pymc_unbounded_dp.errors import FrozenRecordsError
 
 #: Mode for one-off evaluations at model-build time: no C compilation, no heavy rewrites.
 QUICK_MODE = Mode(linker="py", optimizer="fast_compile")
@@ -139,18 +144,78 @@ def quick_function(inputs: Sequence, outputs: Sequence):
 
 
 # --------------------------------------------------------------------------------------------------
+# a discrete prior whose initial point is given (the latent n starts next to n_dp)
+# --------------------------------------------------------------------------------------------------
+_STARTING_CLASSES: dict[type, type] = {}
+
+
+def starting_at(prior: pt.TensorVariable, start: int) -> pt.TensorVariable:
+    """``prior`` (an unregistered scalar distribution) with PyMC's initial point at ``start``.
+
+    PyMC's model transforms (``pm.do``, ``pm.observe``, ``clone_model``,
+    ``freeze_dims_and_data``, ``compute_log_likelihood``) refuse models with a registered initial
+    value, and the initial point of their results comes from each variable's ``support_point``.
+    So the start is carried by the variable's op instead: a subclass of the prior's op (one per
+    op class, with ``start`` among its props) whose ``support_point`` is ``start``. Its density,
+    draws and everything else dispatched on the op are the prior's own (by inheritance), with
+    one exception: when PyMC draws the model's graph (``pm.model_to_graphviz``), which evaluates
+    every variable's shape and so draws ``n`` for the record plate, ``n`` is its start (a flat
+    prior has no draws; a proper prior's draw would label the plate with a random number).
+    """
+    node = prior.owner
+    base = type(node.op)
+    cls = _STARTING_CLASSES.get(base)
+    if cls is None:
+
+        def __init__(self, *args, start: int = 0, **kwargs):
+            base.__init__(self, *args, **kwargs)
+            self.start = start
+
+        def rng_fn(self, rng, *args, **kwargs):
+            if _drawing_model_graph():
+                return np.asarray(self.start, dtype=self.dtype)
+            return super(cls, self).rng_fn(rng, *args, **kwargs)
+
+        cls = type(
+            f"{base.__name__}StartingAt",
+            (base,),
+            {"__props__": (*base.__props__, "start"), "__init__": __init__, "rng_fn": rng_fn},
+        )
+        _support_point.register(cls)(lambda op, rv, *inputs: pt.constant(op.start, dtype=rv.dtype))
+        _STARTING_CLASSES[base] = cls
+    op = copy.copy(node.op)
+    op.__class__ = cls
+    op.start = int(start)
+    return op.make_node(*node.inputs).outputs[node.outputs.index(prior)]
+
+
+def _drawing_model_graph() -> bool:
+    """Whether the caller is PyMC's model-graph drawing (``pm.model_to_graphviz`` and friends)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "pymc.model_graph":
+            return True
+        frame = frame.f_back
+    return False
+
+
+# --------------------------------------------------------------------------------------------------
 # the frozen-records guard
 # --------------------------------------------------------------------------------------------------
-class FrozenRecordsGuard(Assert):
-    """An assertion on a release's log-density: it holds only while the records are imputed.
+class FrozenRecordsGuard(CheckAndRaise):
+    """A check on a release's log-density: it holds only while the records are imputed.
 
     A release's density reads the records in the model's containers. They are current only inside
     the package's steps, which switch the model's ``imputing`` flag on around each iteration (so
     parameter steps placed inside them, even ones compiled by the user, work); the package's own
     graphs drop the guard (:func:`without_guards`). Any other evaluation (``pm.find_MAP``,
     ``pm.sample`` with steps that do not impute the records, ``pm.compute_log_likelihood``,
-    ``pm.fit``) would condition on frozen records: it fails with the message instead.
+    ``pm.fit``) would condition on frozen records: it raises
+    :class:`~pymc_unbounded_dp.errors.FrozenRecordsError` with the message instead.
     """
+
+    def __init__(self, msg: str):
+        super().__init__(FrozenRecordsError, msg)
 
 
 def frozen_records_guard(

@@ -19,6 +19,7 @@ import warnings
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from dataclasses import replace as replace_fields
 
 import numpy as np
 import pymc as pm
@@ -29,7 +30,7 @@ from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.basic import Variable
-from pytensor.graph.replace import clone_replace
+from pytensor.graph.replace import clone_replace, graph_replace
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorConstant, TensorVariable
 
@@ -40,10 +41,12 @@ from pymc_unbounded_dp._graph import (
     frozen_records_guard,
     quick_draw,
     quick_function,
+    starting_at,
     with_record_count,
 )
 from pymc_unbounded_dp._opendp import as_mechanism, is_measurement
 from pymc_unbounded_dp._ranges import Range, statistic_range
+from pymc_unbounded_dp.errors import ImproperPriorError
 from pymc_unbounded_dp.mechanisms import Mechanism
 from pymc_unbounded_dp.sensitivity import SensitivityWarning, check_neighbouring, sum_sensitivity
 
@@ -197,8 +200,118 @@ _BLOCKS: weakref.WeakKeyDictionary[pm.Model, ModelBlocks] = weakref.WeakKeyDicti
 
 
 def model_blocks(model: pm.Model) -> ModelBlocks:
-    """The privacy blocks registered in ``model`` (empty if none)."""
-    return _BLOCKS.setdefault(model, ModelBlocks())
+    """The privacy blocks registered in ``model`` (empty if none).
+
+    A model that PyMC derived from a pmdp model (``pm.do``, ``pm.observe``,
+    ``pymc.model.fgraph.clone_model``, ``freeze_dims_and_data``) gets the blocks of the model it
+    came from, remapped onto its own variables (see :func:`_derived_blocks`).
+    """
+    blocks = _BLOCKS.get(model)
+    if blocks is None:
+        blocks = _BLOCKS[model] = _derived_blocks(model) or ModelBlocks()
+    return blocks
+
+
+def _derived_blocks(model: pm.Model) -> ModelBlocks | None:
+    """The blocks of the pmdp model ``model`` was derived from by a PyMC model transform.
+
+    PyMC's transforms rebuild a model from a copy of its graph: the variables are new and the
+    package's registry does not know them. The copy of a record container shares its storage
+    with the original (PyTensor clones a shared variable onto the same container), and a
+    release's copy has the original's op: either identifies the source model; its blocks are then remapped by name. A transform that took a
+    latent ``n``, a record variable or a release out of the model (``pm.do``/``pm.observe`` on
+    them) is refused with what to do instead.
+    """
+    for source, blocks in list(_BLOCKS.items()):
+        if blocks.records and source is not model and _derives_from(model, blocks):
+            return _remapped(blocks, source, model)
+    return None
+
+
+def _derives_from(model: pm.Model, blocks: ModelBlocks) -> bool:
+    """Whether ``model`` holds a copy of a record container or a release of ``blocks``."""
+    containers = {id(v.container) for v in _shared_ancestors(model.observed_RVs, model)}
+    ops = {id(rv.owner.op) for rv in model.basic_RVs}
+    releases = [*blocks.sums, *blocks.sample_sizes]
+    return any(id(r.data.container) in containers for r in blocks.records) or any(
+        id(spec.release_rv.owner.op) in ops for spec in releases
+    )
+
+
+def _shared_ancestors(rvs, model: pm.Model) -> list[SharedVariable]:
+    """The shared variables behind the observed values of ``rvs`` (under casts)."""
+    values = [model.rvs_to_values[rv] for rv in rvs]
+    return [v for v in ancestors(values) if isinstance(v, SharedVariable)]
+
+
+def _remapped(blocks: ModelBlocks, source: pm.Model, model: pm.Model) -> ModelBlocks:
+    """``blocks`` of ``source`` with every variable replaced by ``model``'s of the same name."""
+
+    def variable(name: str, kind: str, free: bool):
+        var = model.named_vars.get(name)
+        if var is None or var not in (model.free_RVs if free else model.observed_RVs):
+            raise ValueError(
+                f"This model was derived from a pmdp model (pm.do, pm.observe, clone_model), "
+                f"and the transform changed the {kind} {name!r}, which the package's steps "
+                f"impute or condition on. Intervene on model parameters only; for a known n, "
+                f"build the model with pmdp.Records(..., n=<int>) instead of a SampleSize."
+            )
+        return var
+
+    sizes = {
+        spec.name: SampleSizeSpec(
+            name=spec.name,
+            rv=variable(spec.name, "latent sample size", free=True),
+            mechanism=spec.mechanism,
+            release_rv=variable(f"{spec.name}_dp", "release", free=False),
+            initial=spec.initial,
+            flat_prior=spec.flat_prior,
+        )
+        for spec in blocks.sample_sizes
+    }
+    records = []
+    for spec in blocks.records:
+        rv = variable(spec.name, "record variable", free=False)
+        n = sizes[spec.n.name].rv if isinstance(spec.n, TensorVariable) else spec.n
+        (data,) = [v for v in _shared_ancestors([rv], model) if v.container is spec.data.container]
+        records.append(RecordsSpec(spec.name, rv, data, n, spec.dims))
+    # A statistic is a graph of the records (and possibly parameters): rebuild it on this model's
+    # variables, by name.
+    replace = {
+        var: model.named_vars[name]
+        for name, var in source.named_vars.items()
+        if name in model.named_vars
+    }
+    replace.update({old.data: new.data for old, new in zip(blocks.records, records)})
+    sums = [
+        replace_fields(
+            spec,
+            statistic=replace[spec.statistic]
+            if spec.statistic in replace  # the records themselves
+            else graph_replace(spec.statistic, replace, strict=False),
+            release_rv=variable(spec.name, "release", free=False),
+        )
+        for spec in blocks.sums
+    ]
+    private = {*(r.rv for r in records), *(s.release_rv for s in sums)}
+    private.update(s.release_rv for s in sizes.values())
+    observed = [rv for rv in model.observed_RVs if rv not in private]
+    graphs = [*(r.rv for r in records), *(s.statistic for s in sums)]
+    fixed = [rv for rv in observed if any(depends_on(graph, [rv]) for graph in graphs)]
+    if fixed:
+        name = fixed[0].name
+        raise ValueError(
+            f"This model was derived from a pmdp model by pm.observe on {name!r}, a parameter of "
+            f"the records: the package's steps draw records from the parameters' values, not "
+            f"from observed data. Fix it with pm.do(model, {{{name!r}: value}}) instead."
+        )
+    return ModelBlocks(
+        records=records,
+        sums=sums,
+        sample_sizes=list(sizes.values()),
+        links=list(blocks.links),
+        imputing=blocks.imputing,  # the releases' densities guard on the source's flag
+    )
 
 
 @contextmanager
@@ -430,11 +543,10 @@ def _frozen_message(name: str) -> str:
     return (
         f"PyMC evaluated the density of the private release {name!r} outside pymc_unbounded_dp's "
         "steps, with the latent records frozen at stale values: the answer would be wrong. "
-        "Sample with pmdp.sample(...) or pm.sample() (which assigns the package's step), or "
-        "put your parameter steps inside the package's step: "
-        "pm.sample(step=pmdp.DataAugmentation(parameter_step=...)) (ReversibleJump for a latent n). "
-        "For a maximum likelihood or MAP estimate use pmdp.mcem(map=...); for log-likelihoods "
-        "pmdp.sample(idata_kwargs={'log_likelihood': True})."
+        "Sample with pmdp.sample(...) or pm.sample(), or put parameter steps inside the "
+        "package's step: pm.sample(step=pmdp.DataAugmentation(parameter_step=...)) "
+        "(ReversibleJump for a latent n). For an MLE or MAP use pmdp.mcem(map=...); for "
+        "log-likelihoods pmdp.sample(idata_kwargs={'log_likelihood': True})."
     )
 
 
@@ -485,6 +597,15 @@ def Records(
     _check_unregistered_dist(dist, model, owner, "dist")
     blocks = model_blocks(model)
     sample_size, n_rows = _check_n(n, blocks, owner)
+    private = {*(r.rv for r in blocks.records), *(s.release_rv for s in blocks.sums)}
+    private.update(s.release_rv for s in blocks.sample_sizes)
+    observed = depends_on(dist, [rv for rv in model.observed_RVs if rv not in private])
+    if observed:
+        raise ValueError(
+            f"{owner}: `dist` depends on {observed[0].name!r}, an observed variable; records are "
+            "drawn from the values of the model's parameters. Make it a free parameter, or pass "
+            "its value (a number or pm.Data)."
+        )
 
     parent_rvs = depends_on(dist, [r.rv for r in blocks.records])
     parents = [r for r in blocks.records if r.rv in parent_rvs]
@@ -1132,7 +1253,7 @@ def SampleSize(
     if flat_prior:
 
         def no_draws(rng=None, size=None):
-            raise ValueError(
+            raise ImproperPriorError(
                 f"{owner} has the improper flat prior on n >= 0, which has no random draws (a "
                 "forward draw of n was asked for, e.g. by prior predictive sampling). Give it a "
                 "proper prior, e.g. "
@@ -1152,7 +1273,7 @@ def SampleSize(
                 f"pm.Poisson.dist(1000); got dtype {prior.dtype}, ndim {prior.ndim}."
             )
     initial = _initial_n(prior, n_dp_value, owner)
-    rv = model.register_rv(prior, name, initval=initial)
+    rv = model.register_rv(starting_at(prior, initial), name)
     release = _register_release(model, f"{name}_dp", rv, mechanism, n_dp)
     spec = SampleSizeSpec(
         name=name,
