@@ -26,6 +26,8 @@ S_DP, N_DP = 9.3, 20
 MECHANISM = pmdp.Laplace(epsilon=1.0)
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
 SAMPLE = dict(draws=1000, tune=300, chains=2, cores=1, progressbar=False)
+# PyMC 6 draws with numba and runs a CustomDist's Python draws (the flat prior's) in object mode
+OBJECT_MODE = pytest.mark.filterwarnings("ignore:Numba will use object mode:UserWarning")
 #: The longest refusal accepted (the message with its way out, and nothing else).
 SHORT = 600
 
@@ -134,6 +136,7 @@ def test_a_transform_of_the_latent_n_or_records_is_refused_by_name(model, transf
     assert len(str(error.value)) < SHORT
 
 
+@OBJECT_MODE
 @pytest.mark.parametrize("prior", [None, pm.Poisson.dist(60)], ids=["flat", "poisson"])
 def test_the_model_graph_draws_the_record_plate_at_n_start(prior):
     model = _model(prior)
@@ -173,6 +176,7 @@ def test_refusals_are_short_and_name_the_way_out(model, entry):
     assert "Apply node" not in message and "HINT" not in message
 
 
+@OBJECT_MODE
 def test_a_prior_draw_of_the_flat_prior_is_refused_in_a_few_lines(model):
     with pytest.raises(
         pmdp.ImproperPriorError, match=r"SampleSize\('n'\).*prior=pm\.Poisson"
