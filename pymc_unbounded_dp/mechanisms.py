@@ -30,6 +30,8 @@ The arguments are keyword-only (``Laplace(epsilon=1.0, sensitivity=2.0)``, ``Gau
 a positional call still works but is deprecated (``FutureWarning``), since the first argument
 used to be epsilon for the Laplace family and sigma for the Gaussian family. The repr shows the
 guarantee, the sensitivity and the scale: ``Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)``.
+Every mechanism, built-in or :class:`CustomMechanism`, simulates with one signature,
+``simulate(size=None, *, rng=None)`` (``random_seed=`` is accepted as PyMC's name for ``rng``).
 
 Releasing (:meth:`Mechanism.release`) refuses what the exact samplers cannot represent: non-finite
 values, and for a statistic on the integers, values or results outside the int64 range
@@ -248,6 +250,8 @@ class Mechanism(ABC):
 
     #: The name of ``scale`` in the mechanism's arguments and repr (``"sigma"`` for Gaussians).
     scale_name: ClassVar[str] = "scale"
+    #: The sensitivity when none is given (an integer for mechanisms on the integers).
+    default_sensitivity: ClassVar[float] = 1.0
 
     def __repr__(self) -> str:
         """``Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)``: guarantee, sensitivity, scale."""
@@ -398,9 +402,6 @@ class _LaplaceFamily(Mechanism):
     shape_code = SHAPE_ABS
     norm = "l1"
 
-    #: Default sensitivity (an integer for mechanisms on the integers).
-    default_sensitivity: ClassVar[float] = 1.0
-
     def __init__(self, *args, epsilon=None, sensitivity=None, scale=None, **unknown):
         owner = type(self).__name__
         _refuse_unknown(owner, unknown, ("epsilon", "scale", "sensitivity"))
@@ -440,10 +441,7 @@ class _LaplaceFamily(Mechanism):
 class _GaussianFamily(Mechanism):
     shape_code = SHAPE_SQUARE
     norm = "l2"
-
     scale_name = "sigma"
-    #: Default sensitivity (an integer for mechanisms on the integers).
-    default_sensitivity: ClassVar[float] = 1.0
 
     def __init__(self, *args, sigma=None, rho=None, sensitivity=None, **unknown):
         owner = type(self).__name__
