@@ -161,7 +161,7 @@ def from_opendp(measurement, sensitivity: float | None = None) -> Mechanism:
     >>> dp.enable_features("contrib")
     >>> space = dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float)
     >>> from_opendp(space >> dp.m.then_laplace(scale=2.0), sensitivity=1.0)
-    Laplace(scale=2.0, sensitivity=1.0)
+    Laplace(epsilon=0.5, sensitivity=1.0, scale=2.0)
     """
     if not is_measurement(measurement):
         raise TypeError(

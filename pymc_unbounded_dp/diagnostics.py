@@ -22,6 +22,17 @@ The bound is about the *sampling distributions of the release*, uniformly in the
 well any test could tell the two models apart from one release); it is not a bound on the distance
 between the two posteriors, which :func:`compare_posteriors` measures from draws of both fits.
 :func:`plugin_check` reports both. See ``docs/plugin.md``.
+
+The bound does not depend on ``n``: a count noise of a given scale gives the same bound at
+``n_dp = 400`` as at ``1e6`` (away from ``n = 0``). What does shrink with ``n`` is the large-sample
+regime: a released sum of ``n`` records has sampling sd of order :math:`\sqrt n`, so the count's
+error matters through :math:`r = \sqrt{E[(n - n_{dp})^2 \mid n_{dp}]} / \sqrt{E[n \mid n_{dp}]}`,
+which goes to 0 when the count noise is :math:`o(\sqrt n)` (any fixed mechanism as ``n`` grows).
+By the central limit theorem the plug-in posterior of a record mean is then about
+:math:`1/\sqrt{1 + (\kappa r)^2}` times as wide as the unbounded one, with :math:`\kappa` the
+record statistic's ``|mean| / sd`` (:meth:`TableBound.plugin_sd_ratio`). The paper's asymptotic
+results rest on a rate condition on the noise of ``n`` whose exact form is not stated in the
+material we have; this rate is our derivation for sums (``docs/plugin.md``).
 """
 
 from __future__ import annotations
@@ -417,7 +428,7 @@ def _format_privacy(privacy: dict[str, float] | None) -> str:
 
 @dataclass(frozen=True, eq=False)
 class TableBound:
-    """The plug-in bound for one table with a latent ``n`` (one row of :class:`PluginCheck`).
+    r"""The plug-in bound for one table with a latent ``n`` (one row of :class:`PluginCheck`).
 
     Attributes
     ----------
@@ -447,6 +458,11 @@ class TableBound:
     required_count_privacy : dict or None
         The weakest guarantee of the count's mechanism family giving that ``E|n - n_dp|`` (far
         from ``n = 0``, flat prior), e.g. ``{"epsilon": 2.24}``; ``None`` for other families.
+    large_n_ratio : float
+        :math:`r = \sqrt{E[(n - n_{dp})^2 \mid n_{dp}]} / \sqrt{E[n \mid n_{dp}]}`: the
+        count's error beside the sampling sd of a sum over ``n`` records (the large-sample regime
+        needs ``r -> 0``, i.e. count noise :math:`o(\sqrt n)`). Unlike ``bound``, it shrinks as
+        ``1/sqrt(n_dp)`` for a given count noise. NaN when the bound does not apply.
     note : str
         Why the bound does not apply, if it does not.
     """
@@ -464,7 +480,34 @@ class TableBound:
     vacuous: bool
     max_mean_abs_deviation: float
     required_count_privacy: dict[str, float] | None
+    large_n_ratio: float = math.nan
     note: str = ""
+
+    def plugin_sd_ratio(self, kappa: float = 1.0) -> float:
+        r"""Large-sample sd of the plug-in posterior of a record mean over the unbounded one.
+
+        :math:`1 / \sqrt{1 + (\kappa r)^2}` with :math:`r` = ``large_n_ratio`` and ``kappa`` the
+        record statistic's ``|mean| / sd``: given ``n`` the sum has mean ``n m`` and sd
+        :math:`\sqrt n\,\sigma`, and mixing over ``n`` adds about :math:`m^2\,
+        \mathrm{Var}(n) / n^2` to the variance of ``m``. The noise on the sum, ignored here, only
+        brings the ratio closer to 1.
+
+        Examples
+        --------
+        >>> import pymc as pm
+        >>> import pymc_unbounded_dp as pmdp
+        >>> with pm.Model() as model:
+        ...     theta = pm.Beta("theta", 1, 1)
+        ...     n = pmdp.SampleSize("n", n_dp=400, mechanism=pmdp.DiscreteLaplace(epsilon=0.05))
+        ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=160.0)
+        >>> row = pmdp.plugin_check(model).tables[0]
+        >>> round(row.large_n_ratio, 3), round(row.plugin_sd_ratio(kappa=(0.4 / 0.6) ** 0.5), 3)
+        (1.414, 0.655)
+        """
+        if isinstance(kappa, bool) or not isinstance(kappa, int | float) or not kappa >= 0:
+            raise ValueError(f"`kappa` must be a number >= 0, got {kappa!r}.")
+        return 1.0 / math.sqrt(1.0 + (kappa * self.large_n_ratio) ** 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -526,6 +569,16 @@ class PluginCheck:
             )
             if t.note:
                 lines.append(f"    note: {t.note}")
+            if math.isfinite(t.large_n_ratio):
+                lines.append(
+                    "    the bound does not shrink as n grows: it depends on the count noise, not "
+                    "on the size of n"
+                )
+                lines.append(
+                    f"    large n: rms(n - n_dp) / sqrt(n) = {t.large_n_ratio:.4g}, -> 0 as "
+                    f"1/sqrt(n); plug-in/unbounded sd of a mean ~ {t.plugin_sd_ratio(1.0):.4f} "
+                    "(|mean|/sd = 1)"
+                )
         if self.comparison is not None:
             lines.append("  unbounded vs plug-in posterior:")
             columns = ["mean_shift", "sd_ratio", "interval_overlap", "ks"]
@@ -678,12 +731,14 @@ def _table_bound(model: pm.Model, table: TableSpec, target: float) -> TableBound
     n_dp = float(np.asarray(observed_value(model, spec.release_rv), dtype=float).reshape(-1)[0])
     log_prior, note = _log_prior_of(model, spec)
     if note:  # the theorem does not apply: report no posterior of n and a vacuous bound
-        n_mean = n_sd = mean_abs = math.nan
+        n_mean = n_sd = mean_abs = large_n_ratio = math.nan
         bound = 1.0
     else:
         post = count_posterior(spec.mechanism, n_dp, log_prior)
         n_mean, n_sd, mean_abs = post.mean, post.sd, post.mean_abs_deviation
         bound = min(1.0, delta_s * mean_abs)
+        rms = math.hypot(n_sd, n_mean - n_dp)
+        large_n_ratio = rms / math.sqrt(n_mean) if n_mean > 0 else math.inf
         if label == "unknown":
             note = (
                 "a released sum's mechanism states no privacy guarantee: delta_s = 1 (TV never "
@@ -704,6 +759,7 @@ def _table_bound(model: pm.Model, table: TableSpec, target: float) -> TableBound
         vacuous=bound >= 1.0,
         max_mean_abs_deviation=max_mean_abs,
         required_count_privacy=_required_count_privacy(spec.mechanism, max_mean_abs),
+        large_n_ratio=large_n_ratio,
         note=note,
     )
 
@@ -734,6 +790,14 @@ def plugin_check(
     does not depend on the parameters. It bounds how well any test could tell the two models apart
     from one release, not the distance between the two posteriors: for that, pass the draws of
     both fits and read ``comparison``.
+
+    The bound does not shrink as ``n`` grows (it is the same at ``n_dp = 400`` and ``1e6`` for a
+    given count noise). Each table also reports the large-sample regime, which does:
+    ``large_n_ratio`` :math:`= \sqrt{E[(n - n_{dp})^2 \mid n_{dp}]} / \sqrt{E[n \mid n_{dp}]}`,
+    the count's error beside the :math:`\sqrt n` sampling sd of a released sum, which goes to 0
+    when the count noise is :math:`o(\sqrt n)`; :meth:`TableBound.plugin_sd_ratio` turns it into
+    the central-limit approximation of how much narrower the plug-in posterior of a record mean
+    is. That rate is our derivation for sums, not a statement of the paper's (``docs/plugin.md``).
 
     Parameters
     ----------

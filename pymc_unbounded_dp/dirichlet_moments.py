@@ -31,7 +31,8 @@ Example
 ...     alpha = pm.Gamma("alpha", 1.0, 0.1, shape=3)
 ...     x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=100)
 ...     _ = pmdp.PrivatizedSum("s", pt.log(pt.clip(x, 1 / 1440, 1)),
-...                            pmdp.Laplace(1.0, 3 * np.log(1440)), observed=np.zeros(3))
+...                            pmdp.Laplace(epsilon=1.0, sensitivity=3 * np.log(1440)),
+...                            observed=np.zeros(3))
 >>> moments = record_moments(compile_model(model).tables[0])
 >>> mean = pytensor.function(moments.inputs, moments.mean)(np.array([12.6, 1.59, 17.16]))
 >>> np.round(mean, 4)  # unfloored: digamma(alpha_j) - digamma(alpha_0) = -0.9357, -3.3118, -0.6160

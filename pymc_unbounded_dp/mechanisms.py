@@ -26,6 +26,13 @@ mechanism                     density of one noise coordinate ``e``             
 Steinke 2020; Tulap is Awan & Slavkovic 2018.) The Tulap mechanism takes an integer statistic and
 releases a real number. ``docs/mechanisms.md`` has every formula, domain, guarantee and sampler.
 
+The arguments are keyword-only (``Laplace(epsilon=1.0, sensitivity=2.0)``, ``Gaussian(rho=0.5)``):
+a positional call still works but is deprecated (``FutureWarning``), since the first argument
+used to be epsilon for the Laplace family and sigma for the Gaussian family. The repr shows the
+guarantee, the sensitivity and the scale: ``Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)``.
+Every mechanism, built-in or :class:`CustomMechanism`, simulates with one signature,
+``simulate(size=None, *, rng=None)`` (``random_seed=`` is accepted as PyMC's name for ``rng``).
+
 Releasing (:meth:`Mechanism.release`) refuses what the exact samplers cannot represent: non-finite
 values, and for a statistic on the integers, values or results outside the int64 range
 ``[-2**63, 2**63 - 1]`` (a ``ValueError`` naming ``value``; never a wrapped integer).
@@ -33,9 +40,12 @@ values, and for a statistic on the integers, values or results outside the int64
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import secrets
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -110,6 +120,57 @@ def _one_of(owner: str, **given: float | None) -> tuple[str, float]:
         raise ValueError(f"{owner}: give exactly one of {options} (got {sorted(named) or 'none'}).")
     ((key, value),) = named.items()
     return key, _positive_finite(value, key, owner)
+
+
+def _number_text(value: float) -> str:
+    """A parameter for a repr: 6 significant digits, and ``1.0`` rather than ``1``."""
+    text = f"{value:.6g}"
+    return f"{text}.0" if text.lstrip("-").isdigit() else text
+
+
+def _from_positional(owner: str, args: tuple, given: dict, names: tuple[str, ...]) -> dict:
+    """Map deprecated positional arguments onto the keywords ``names`` (in order), warning with
+    the call to write instead; ``given`` are the keyword values (``None``: not given)."""
+    if not args:
+        return given
+    if len(args) > len(names):
+        keywords = ", ".join(f"`{name}=`" for name in given)
+        raise TypeError(
+            f"{owner} takes its arguments by keyword ({keywords}); got {len(args)} positional."
+        )
+    for name, value in zip(names, args, strict=False):
+        if given[name] is not None:
+            raise TypeError(f"{owner}: `{name}` given both positionally and as `{name}=`.")
+        given = {**given, name: value}
+    spelled = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
+    warnings.warn(
+        f"Positional arguments to pmdp.{owner} are deprecated; write pmdp.{owner}({spelled}).",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return given
+
+
+def _refuse_unknown(owner: str, unknown: dict, accepted: tuple[str, ...]) -> None:
+    """A ``TypeError`` naming an argument the mechanism does not take and what to pass instead."""
+    if not unknown:
+        return
+    name = next(iter(unknown))
+    keywords = ", ".join(f"`{k}=`" for k in accepted)
+    if "rho" in accepted and name in ("epsilon", "delta"):
+        hint = (
+            f"{owner} is calibrated in zCDP: pass `rho=` or `sigma=` (epsilon-DP implies "
+            "rho = epsilon**2 / 2, Bun & Steinke 2016); for epsilon-DP noise use "
+            "pmdp.Laplace(epsilon=...) or, for counts, pmdp.DiscreteLaplace(epsilon=...)."
+        )
+    elif "epsilon" in accepted and name in ("rho", "sigma", "delta"):
+        hint = (
+            f"{owner} is calibrated in pure epsilon-DP: pass `epsilon=` or `scale=`; for zCDP "
+            "noise use pmdp.Gaussian(rho=...) or, for counts, pmdp.DiscreteGaussian(rho=...)."
+        )
+    else:
+        hint = f"its arguments are {keywords}."
+    raise TypeError(f"{owner} has no argument `{name}`: {hint}")
 
 
 def _release_integers(value, owner: str) -> tuple[tuple[int, ...], list[int]]:
@@ -187,6 +248,18 @@ class Mechanism(ABC):
     #: The norm of the sensitivity the mechanism is calibrated to (``"l1"`` or ``"l2"``).
     norm: ClassVar[str]
 
+    #: The name of ``scale`` in the mechanism's arguments and repr (``"sigma"`` for Gaussians).
+    scale_name: ClassVar[str] = "scale"
+    #: The sensitivity when none is given (an integer for mechanisms on the integers).
+    default_sensitivity: ClassVar[float] = 1.0
+
+    def __repr__(self) -> str:
+        """``Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)``: guarantee, sensitivity, scale."""
+        parts = [f"{k}={_number_text(v)}" for k, v in self.privacy.items()]
+        parts.append(f"sensitivity={_number_text(self.sensitivity)}")
+        parts.append(f"{self.scale_name}={_number_text(self.scale)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
     @property
     def domain(self) -> str:
         """Input domain of the statistic: ``"integers"`` or ``"reals"``."""
@@ -244,16 +317,43 @@ class Mechanism(ABC):
         return nats * self.scale + 1.0
 
     # -- noise ----------------------------------------------------------------------------------
-    def simulate(self, size=None, random_seed=None) -> np.ndarray:
+    def simulate(self, size=None, *args, rng=None, random_seed=None) -> np.ndarray:
         """Seeded NumPy noise **for simulation studies only** (not for releasing private data).
+
+        The same signature as the ``simulate`` function a :class:`CustomMechanism` is given, so
+        either can stand for the other. Publishing uses :meth:`release` (exact samplers).
 
         Parameters
         ----------
         size : int or tuple of int, optional
-            Shape of the noise array.
-        random_seed : int or numpy.random.Generator, optional
+            Shape of the noise array (``None``: one draw).
+        rng : int, numpy.random.Generator or None, optional
+            The generator, or a seed for one (anything ``numpy.random.default_rng`` takes).
+        random_seed : int, numpy.random.Generator or None, optional
+            PyMC's name for ``rng``; give at most one of the two.
+
+        Examples
+        --------
+        >>> import pymc_unbounded_dp as pmdp
+        >>> pmdp.Laplace(epsilon=1.0).simulate(size=3, rng=1).shape
+        (3,)
         """
-        return self._simulate(np.random.default_rng(random_seed), size)
+        owner = f"{type(self).__name__}.simulate"
+        if args:
+            if len(args) > 1 or rng is not None or random_seed is not None:
+                raise TypeError(
+                    f"{owner} takes `size` and then keywords only: simulate(size, rng=...)."
+                )
+            warnings.warn(
+                f"A positional seed to {owner} is deprecated; write simulate({size!r}, "
+                f"rng={args[0]!r}) (`rng=` takes a seed or a numpy Generator).",
+                FutureWarning,
+                stacklevel=2,
+            )
+            rng = args[0]
+        if rng is not None and random_seed is not None:
+            raise TypeError(f"{owner}: give `rng` or `random_seed` (the same thing), not both.")
+        return self._simulate(np.random.default_rng(rng if rng is not None else random_seed), size)
 
     @abstractmethod
     def _simulate(self, rng: np.random.Generator, size) -> np.ndarray: ...
@@ -302,8 +402,19 @@ class _LaplaceFamily(Mechanism):
     shape_code = SHAPE_ABS
     norm = "l1"
 
-    def __init__(self, epsilon=None, sensitivity=1.0, *, scale=None):
+    def __init__(self, *args, epsilon=None, sensitivity=None, scale=None, **unknown):
         owner = type(self).__name__
+        _refuse_unknown(owner, unknown, ("epsilon", "scale", "sensitivity"))
+        given = _from_positional(
+            owner,
+            args,
+            {"epsilon": epsilon, "sensitivity": sensitivity, "scale": scale},
+            ("epsilon", "sensitivity"),
+        )
+        epsilon, scale = given["epsilon"], given["scale"]
+        sensitivity = (
+            self.default_sensitivity if given["sensitivity"] is None else given["sensitivity"]
+        )
         sensitivity = _sensitivity(sensitivity, owner, self.domain == "integers")
         key, value = _one_of(owner, epsilon=epsilon, scale=scale)
         if key == "epsilon":
@@ -330,9 +441,15 @@ class _LaplaceFamily(Mechanism):
 class _GaussianFamily(Mechanism):
     shape_code = SHAPE_SQUARE
     norm = "l2"
+    scale_name = "sigma"
 
-    def __init__(self, sigma=None, *, rho=None, sensitivity=1.0):
+    def __init__(self, *args, sigma=None, rho=None, sensitivity=None, **unknown):
         owner = type(self).__name__
+        _refuse_unknown(owner, unknown, ("sigma", "rho", "sensitivity"))
+        sigma = _from_positional(
+            owner, args, {"sigma": sigma, "rho": rho, "sensitivity": sensitivity}, ("sigma",)
+        )["sigma"]
+        sensitivity = self.default_sensitivity if sensitivity is None else sensitivity
         sensitivity = _sensitivity(sensitivity, owner, self.discrete)
         key, value = _one_of(owner, sigma=sigma, rho=rho)
         if key == "rho":
@@ -361,7 +478,7 @@ class _GaussianFamily(Mechanism):
         return _secure.discrete_gaussian(scale)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class Laplace(_LaplaceFamily):
     r"""Laplace mechanism on the reals: :math:`e \sim \mathrm{Laplace}(0, b)`, :math:`b = \Delta_1/\varepsilon`.
 
@@ -380,6 +497,8 @@ class Laplace(_LaplaceFamily):
     >>> m = pmdp.Laplace(epsilon=0.5, sensitivity=2.0)
     >>> m.scale, m.privacy
     (4.0, {'epsilon': 0.5})
+    >>> m
+    Laplace(epsilon=0.5, sensitivity=2.0, scale=4.0)
     """
 
     discrete = False
@@ -392,7 +511,7 @@ class Laplace(_LaplaceFamily):
         return rng.laplace(0.0, self.scale, size)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class Gaussian(_GaussianFamily):
     r"""Gaussian mechanism on the reals: :math:`e \sim \mathcal N(0, \sigma^2)`.
 
@@ -424,7 +543,7 @@ class Gaussian(_GaussianFamily):
         return rng.normal(0.0, self.scale, size)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class DiscreteLaplace(_LaplaceFamily):
     r"""Discrete Laplace (two-sided geometric) mechanism on the integers.
 
@@ -448,9 +567,7 @@ class DiscreteLaplace(_LaplaceFamily):
     """
 
     discrete = True
-
-    def __init__(self, epsilon=None, sensitivity=1, *, scale=None):
-        super().__init__(epsilon, sensitivity, scale=scale)
+    default_sensitivity = 1
 
     @property
     def log_normalizer(self) -> float:
@@ -461,7 +578,7 @@ class DiscreteLaplace(_LaplaceFamily):
         return rng.geometric(p, size) - rng.geometric(p, size)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class DiscreteGaussian(_GaussianFamily):
     r"""Discrete Gaussian mechanism on the integers (Canonne, Kamath & Steinke 2020).
 
@@ -485,9 +602,7 @@ class DiscreteGaussian(_GaussianFamily):
     """
 
     discrete = True
-
-    def __init__(self, sigma=None, *, rho=None, sensitivity=1):
-        super().__init__(sigma, rho=rho, sensitivity=sensitivity)
+    default_sensitivity = 1
 
     @property
     def log_normalizer(self) -> float:
@@ -509,7 +624,7 @@ class DiscreteGaussian(_GaussianFamily):
         return out.reshape(size) if size is not None else out[0]
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, repr=False)
 class Tulap(_LaplaceFamily):
     r"""Tulap mechanism (Awan & Slavkovic 2018): an integer statistic, a real release.
 
@@ -557,9 +672,7 @@ class Tulap(_LaplaceFamily):
 
     discrete = False
     shape_code = SHAPE_TULAP
-
-    def __init__(self, epsilon=None, sensitivity=1, *, scale=None):
-        super().__init__(epsilon, sensitivity, scale=scale)
+    default_sensitivity = 1
 
     @property
     def domain(self) -> str:
@@ -653,9 +766,12 @@ class CustomMechanism(Mechanism):
         the normalising constant, depending on nothing but ``noise`` (``-inf`` outside the
         support). For ``discrete=True`` it is the log-pmf on the integers.
     simulate : callable
-        ``simulate(rng, size) -> noise``: seeded draws of the noise (``rng`` a
-        ``numpy.random.Generator``, ``size`` an int, a tuple or ``None`` for one draw), for
-        simulation studies and predictive checks only.
+        ``simulate(size, rng) -> noise``, called by keyword as ``simulate(size=size, rng=rng)``
+        (the signature of :meth:`Mechanism.simulate`; a parameter named ``random_seed`` instead of
+        ``rng`` works too): seeded draws of the noise (``rng`` a ``numpy.random.Generator``,
+        ``size`` an int, a tuple or ``None`` for one draw), for simulation studies and predictive
+        checks only. A function whose parameters have other names is called the old way,
+        ``simulate(rng, size)``, with a ``FutureWarning`` (deprecated).
     privacy : mapping
         The guarantee the mechanism gives, e.g. ``{"epsilon": 1.0}`` (keys ``epsilon``,
         ``delta``, ``rho``; values finite and >= 0). Stated by the user, not computed.
@@ -686,7 +802,7 @@ class CustomMechanism(Mechanism):
     >>> log_z = float(np.log(2 * b * -np.expm1(-c / b)))
     >>> def logp(e):
     ...     return pt.switch(pt.le(pt.abs(e), c), -pt.abs(e) / b - log_z, -np.inf)
-    >>> def simulate(rng, size):
+    >>> def simulate(size, rng):
     ...     u = rng.uniform(0.0, 1.0, size)  # inverse CDF of |e|, random sign
     ...     magnitude = -b * np.log1p(-u * -np.expm1(-c / b))
     ...     return np.where(rng.random(size) < 0.5, -magnitude, magnitude)
@@ -697,7 +813,7 @@ class CustomMechanism(Mechanism):
     ...     logp=logp, simulate=simulate, privacy={"epsilon": 1.0, "delta": 1e-3},
     ...     sensitivity=1.0, norm="l1", name="truncated Laplace", numba_logp=numba_logp)
     >>> truncated
-    CustomMechanism('truncated Laplace')
+    CustomMechanism('truncated Laplace', epsilon=1.0, delta=0.001, sensitivity=1.0, norm='l1')
     >>> bool(np.isneginf(truncated.logpdf(6.0)))
     True
     """
@@ -754,7 +870,7 @@ class CustomMechanism(Mechanism):
             ("_domain", domain),
             ("_privacy", _check_privacy(privacy, owner)),
             ("_logp", logp),
-            ("_simulator", simulate),
+            ("_simulator", _simulator_of(simulate, owner)),
             ("_numba_logp", numba_logp),
             ("_release", release),
         ):
@@ -769,7 +885,12 @@ class CustomMechanism(Mechanism):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return f"CustomMechanism({self.name!r})"
+        """``CustomMechanism('name', epsilon=1.0, sensitivity=1.0)``: the stated guarantee and
+        sensitivity (no scale: the noise law is the user's)."""
+        parts = [repr(self.name)] + [f"{k}={_number_text(v)}" for k, v in self._privacy.items()]
+        if self.sensitivity is not None:
+            parts.append(f"sensitivity={_number_text(self.sensitivity)}, norm={self.norm!r}")
+        return f"CustomMechanism({', '.join(parts)})"
 
     shape_code = SHAPE_CUSTOM
 
@@ -904,7 +1025,7 @@ class CustomMechanism(Mechanism):
         expected = () if size is None else tuple(np.atleast_1d(size))
         if out.shape != expected or out.dtype.kind not in "biuf":
             raise ValueError(
-                f"CustomMechanism({self.name!r}): `simulate`(rng, size) must return numbers of "
+                f"CustomMechanism({self.name!r}): `simulate`(size, rng) must return numbers of "
                 f"shape `size` {expected}, got shape {out.shape} and dtype {out.dtype}."
             )
         return out
@@ -934,6 +1055,39 @@ class CustomMechanism(Mechanism):
         else:
             values = _release_reals(value, owner)
         return np.asarray(self._release(values))
+
+
+def _simulator_of(function: Callable, owner: str) -> Callable:
+    """``(rng, size) -> noise`` calling the user's ``simulate`` by keyword, ``size=`` and ``rng=``
+    (or ``random_seed=``), as :meth:`Mechanism.simulate` is called. A function that takes neither
+    is called the old way, ``simulate(rng, size)``, with a ``FutureWarning``."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # some builtins have none
+        signature = None
+    for seed in ("rng", "random_seed"):
+        if signature is not None and _binds(signature, size=None, **{seed: None}):
+            return functools.partial(_call_by_keyword, function, seed)
+    warnings.warn(
+        f"{owner}: `simulate` is called as simulate(size=..., rng=...), the signature of "
+        "Mechanism.simulate; name its parameters `size` and `rng` (def simulate(size, rng): ...). "
+        "Calling it positionally as simulate(rng, size) is deprecated.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return function
+
+
+def _binds(signature: inspect.Signature, **arguments) -> bool:
+    try:
+        signature.bind(**arguments)
+    except TypeError:
+        return False
+    return True
+
+
+def _call_by_keyword(function: Callable, seed: str, rng, size):
+    return function(size=size, **{seed: rng})
 
 
 def _check_privacy(privacy, owner: str) -> dict[str, float]:

@@ -181,8 +181,8 @@ def record_moments(
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu")
     ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=100)
-    ...     _ = pmdp.PrivatizedSum("s", pm.math.clip(x, -2, 2), pmdp.Laplace(1.0, 2.0),
-    ...                            observed=10.0)
+    ...     _ = pmdp.PrivatizedSum("s", pm.math.clip(x, -2, 2),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=2.0), observed=10.0)
     >>> moments = record_moments(compile_model(model).tables[0])
     >>> fn = pytensor.function(moments.inputs, moments.mean)
     >>> abs(round(float(fn(0.0)[0]), 12)), moments.nodes, moments.closed_form

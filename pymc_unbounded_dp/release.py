@@ -376,7 +376,7 @@ class Plan:
         >>> plan = rl.Plan([rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
         >>> rel = plan.release({"s": np.array([0, 1, 1, 0, 1])})
         >>> sorted(rel), rel["n"].mechanism
-        (['n', 's'], DiscreteLaplace(scale=2.0, sensitivity=1.0))
+        (['n', 's'], DiscreteLaplace(epsilon=0.5, sensitivity=1.0, scale=2.0))
         """
         owner = "Plan.release"
         if sampler not in _SAMPLERS:
@@ -566,11 +566,7 @@ def _describe(statistics, sensitivities, mechanisms, measure, neighbouring) -> s
     lines = [f"{'value':<10} {'kind':<6} {'shape':<8} {'sensitivity (' + norm + ')':<18} mechanism"]
     for stat in statistics:
         mechanism = mechanisms[stat.name]
-        text = (
-            "exact (public)"
-            if mechanism is None
-            else (f"{mechanism!r}, {measure}={mechanism.privacy[measure]:.6g}")
-        )
+        text = "exact (public)" if mechanism is None else repr(mechanism)
         columns = f"{stat.name:<10} {stat.kind:<6} {stat.shape!s:<8}"
         lines.append(f"{columns} {sensitivities[stat.name]:<18.6g} {text}")
     total = _compose(mechanisms.values(), measure)
@@ -863,7 +859,7 @@ def load(path) -> Release:
     >>> rel = rl.Plan([rl.Statistic("s", -1, 1)], rho=0.5).release(sums={"s": 3.5}, n=10)
     >>> path = rel.save(pathlib.Path(tempfile.mkdtemp()) / "release.json")
     >>> rl.load(path)["s"].mechanism
-    Gaussian(scale=1.0, sensitivity=1.0)
+    Gaussian(rho=0.5, sensitivity=1.0, sigma=1.0)
     """
     return Release.from_json(Path(path).read_text(encoding="utf-8"))
 

@@ -182,11 +182,13 @@ class TableLaw:
         for sum_spec in spec.sums:
             size_k = int(np.prod(sum_spec.shape, dtype=int))
             block = totals[:, start : start + size_k].reshape(-1, *sum_spec.shape)
-            out[sum_spec.name] = block + sum_spec.mechanism.simulate(block.shape, rng)
+            out[sum_spec.name] = block + sum_spec.mechanism.simulate(block.shape, rng=rng)
             start += size_k
         if spec.sample_size is not None:
             mechanism = spec.sample_size.mechanism
-            out[spec.sample_size.release_rv.name] = counts + mechanism.simulate(counts.shape, rng)
+            out[spec.sample_size.release_rv.name] = counts + mechanism.simulate(
+                counts.shape, rng=rng
+            )
         return out
 
     def log_density(self) -> pt.TensorVariable:
@@ -291,8 +293,8 @@ def approximation_accuracy(law: TableLaw, values: list, n: int) -> Accuracy:
     >>> with pm.Model() as model:
     ...     mu = pm.Normal("mu")
     ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=10_000)
-    ...     _ = pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 2), pmdp.Laplace(1.0, 2.0),
-    ...                            observed=5000.0)
+    ...     _ = pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 2),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=2.0), observed=5000.0)
     >>> law = table_law(compile_model(model).tables[0], approximate=True)
     >>> accuracy = approximation_accuracy(law, [np.array(0.5)], 10_000)
     >>> accuracy.exact, bool(accuracy.berry_esseen < 0.01)

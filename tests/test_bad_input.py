@@ -556,7 +556,9 @@ def covariate(transform):
             beta = pm.Normal("beta", 0, 1)
             X = pmdp.Records("X", pm.Normal.dist(1, 1), n=30)
             y = pmdp.Records("y", pm.Normal.dist(transform(X) * beta, 1), n=30)
-            pmdp.PrivatizedSum("s", pt.clip(y, -3, 3), pmdp.Laplace(1.0, sensitivity=6), 1.0)
+            pmdp.PrivatizedSum(
+                "s", pt.clip(y, -3, 3), pmdp.Laplace(epsilon=1.0, sensitivity=6), 1.0
+            )
 
     return build
 
@@ -608,7 +610,9 @@ def test_row_wise_models_are_accepted():
         y = pmdp.Records("y", pm.Normal.dist(X @ beta + pt.switch(X[:, 0] > 0, 1, 0), sigma), n=25)
         count = pmdp.Records("k", pm.Poisson.dist(pt.exp(X[:, 1] - 3)), n=25)
         z = pt.clip(pt.concatenate([X, y[:, None]], axis=1), -3, 3)
-        pmdp.PrivatizedSum("xy", z[:, :2] * z[:, 2:], pmdp.Laplace(1.0, sensitivity=18), [1, 2])
+        pmdp.PrivatizedSum(
+            "xy", z[:, :2] * z[:, 2:], pmdp.Laplace(epsilon=1.0, sensitivity=18), [1, 2]
+        )
         pmdp.PrivatizedSum(
             "k_sum", pt.minimum(count, 5), COUNT.__class__(epsilon=1.0, sensitivity=5), 3
         )
@@ -616,7 +620,7 @@ def test_row_wise_models_are_accepted():
         pmdp.PrivatizedSum(
             "logw",
             pt.log(pt.maximum(w, 1e-3)),
-            pmdp.Laplace(1.0, sensitivity=3 * np.log(1e3)),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3 * np.log(1e3)),
             [-20.0, -21.0, -19.0],
         )
     assert [s.name for s in model_blocks(model).sums] == ["xy", "k_sum", "logw"]
@@ -665,7 +669,7 @@ def test_equivalent_inputs_are_handled():
         pmdp.PrivatizedSum(
             "t",
             pt.stack([x, 1 - x], axis=1),
-            pmdp.Laplace(1.0, sensitivity=2),
+            pmdp.Laplace(epsilon=1.0, sensitivity=2),
             observed=np.array([5, 7], dtype=object),
         )
     assert model["x"].eval().shape == (12,)

@@ -33,7 +33,7 @@ def truncated_logp(e):
     return pt.switch(pt.le(pt.abs(e), C), -pt.abs(e) / B - LOG_Z, -np.inf)
 
 
-def truncated_simulate(rng, size):
+def truncated_simulate(size, rng):
     u = rng.uniform(0.0, 1.0, size)
     magnitude = -B * np.log1p(-u * -math.expm1(-C / B))  # inverse CDF of |e|
     return np.where(rng.random(size) < 0.5, -magnitude, magnitude)
@@ -156,7 +156,9 @@ def test_an_exception_in_a_python_log_density_stops_the_kernel():
 
 def test_statements_of_the_mechanism():
     mechanism = truncated()
-    assert repr(mechanism) == "CustomMechanism('truncated Laplace')"
+    assert repr(mechanism) == (
+        "CustomMechanism('truncated Laplace', epsilon=1.0, delta=0.01, sensitivity=1.0, norm='l1')"
+    )
     assert mechanism.privacy == {"epsilon": 1.0, "delta": 0.01}
     assert (mechanism.sensitivity, mechanism.norm, mechanism.domain) == (1.0, "l1", "reals")
     assert not mechanism.discrete and mechanism != truncated()  # compared by identity
@@ -164,6 +166,27 @@ def test_statements_of_the_mechanism():
     assert C <= mechanism.tail_width(20.0) <= 4 * C
     bare = pmdp.CustomMechanism(truncated_logp, truncated_simulate, privacy={"epsilon": 1.0})
     assert bare.norm is None and bare.sensitivity is None
+
+
+def test_simulate_has_the_signature_of_the_built_in_one():
+    """The user's ``simulate`` is called as ``simulate(size=..., rng=...)``, the signature of
+    ``Mechanism.simulate``: a built-in mechanism's method serves as one, parameter order does not
+    matter, ``random_seed`` is PyMC's name for ``rng``; other names get the old positional call
+    ``simulate(rng, size)`` with a FutureWarning naming the new spelling."""
+    laplace = pmdp.Laplace(scale=B)
+    expected = laplace.simulate(size=(2, 3), rng=7)
+    as_method = truncated(simulate=laplace.simulate, numba_logp=None)
+    np.testing.assert_array_equal(as_method.simulate(size=(2, 3), rng=7), expected)
+    for function in (
+        lambda size, rng: rng.laplace(0.0, B, size),
+        lambda rng, size: rng.laplace(0.0, B, size),
+        lambda size=None, random_seed=None: np.random.default_rng(random_seed).laplace(0, B, size),
+    ):
+        mechanism = truncated(simulate=function, numba_logp=None)
+        np.testing.assert_array_equal(mechanism.simulate((2, 3), random_seed=7), expected)
+    with pytest.warns(FutureWarning, match=r"simulate\(size=..., rng=...\).*name its parameters"):
+        legacy = truncated(simulate=lambda g, s: g.laplace(0.0, B, s), numba_logp=None)
+    np.testing.assert_array_equal(legacy.simulate((2, 3), rng=7), expected)
 
 
 def test_release_refuses_without_an_exact_sampler_and_uses_the_one_given():

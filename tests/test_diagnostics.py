@@ -443,3 +443,53 @@ def test_plugin_check_on_a_tiny_real_fit():
     assert 0.0 <= row["ks"] <= 1.0 and 0.0 <= row["interval_overlap"] <= 1.0
     assert check.bound == pytest.approx(0.46211715726 * _laplace_mean_abs(3.0), rel=1e-9)
     assert "unbounded vs plug-in posterior" in repr(check)
+
+
+# --------------------------------------------------------------------------------------------------
+# the bound does not depend on n; the large-sample regime does
+# --------------------------------------------------------------------------------------------------
+def test_the_bound_is_the_same_at_any_n_dp_but_the_large_n_ratio_shrinks_as_one_over_sqrt_n():
+    """THEORY.md 3: bound = delta_s E|n - n_dp|, delta_s = tanh(epsilon_s / 2) and, far from 0,
+    E|n - n_dp| = E|e| = 2q / (1 - q^2) for discrete Laplace noise (q = e^-epsilon_n): nothing
+    depends on n_dp. The large-n ratio rms(n - n_dp) / sqrt(n) = sd(e) / sqrt(n_dp), with
+    Var(e) = 2q / (1 - q)^2, does."""
+    q = math.exp(-1.0)
+    sd = math.sqrt(2 * q) / (1 - q)
+    rows = {}
+    for n_dp in (400, 1_000_000):
+        check = pmdp.plugin_check(_bernoulli_model(1.0, n_dp=n_dp))
+        (rows[n_dp],) = check.tables
+        text = repr(check)
+        assert "does not shrink as n grows" in text
+        assert f"rms(n - n_dp) / sqrt(n) = {sd / math.sqrt(n_dp):.4g}" in text
+    small, large = rows[400], rows[1_000_000]
+    expected_bound = math.tanh(0.5) * _laplace_mean_abs(1.0)
+    assert small.bound == pytest.approx(expected_bound, rel=1e-10)
+    assert large.bound == pytest.approx(expected_bound, rel=1e-10)
+    assert small.large_n_ratio == pytest.approx(sd / 20.0, rel=1e-9)
+    assert large.large_n_ratio == pytest.approx(sd / 1000.0, rel=1e-9)
+    assert small.large_n_ratio / large.large_n_ratio == pytest.approx(50.0, rel=1e-9)
+    assert small.plugin_sd_ratio(2.0) == pytest.approx((1 + (2 * sd / 20) ** 2) ** -0.5)
+    frame = pmdp.plugin_check(_bernoulli_model(1.0, n_dp=400)).to_dataframe()
+    assert frame.loc["n", "large_n_ratio"] == pytest.approx(sd / 20.0, rel=1e-9)
+    with pytest.raises(ValueError, match="`kappa`"):
+        small.plugin_sd_ratio(-1.0)
+
+
+def test_the_large_n_sd_ratio_matches_an_exact_plug_in_and_unbounded_posterior():
+    """Bernoulli(0.4) records, s = 4000 of n_dp = 10,000 known exactly, count noise discrete
+    Laplace of scale 100: the plug-in posterior Beta(s + 1, n_dp - s + 1) against the unbounded
+    one by enumeration over (theta, n), flat priors. kappa = |mean| / sd = sqrt(0.4 / 0.6)."""
+    n_dp, s, scale = 10_000, 4_000, 100.0
+    row = pmdp.plugin_check(_bernoulli_model(pmdp.DiscreteLaplace(scale=scale), n_dp=n_dp)).tables[
+        0
+    ]
+    theta = np.linspace(0.33, 0.47, 1401)
+    n = np.arange(n_dp - 1500, n_dp + 1501)
+    log_w = -np.abs(n - n_dp)[:, None] / scale + stats.binom.logpmf(s, n[:, None], theta)
+    w = np.exp(log_w - log_w.max()).sum(axis=0)
+    w /= w.sum()
+    unbounded_sd = math.sqrt(w @ theta**2 - (w @ theta) ** 2)
+    exact = stats.beta(s + 1, n_dp - s + 1).std() / unbounded_sd
+    assert exact == pytest.approx(0.653, abs=0.005)  # far from 1: the count's noise matters
+    assert row.plugin_sd_ratio(math.sqrt(0.4 / 0.6)) == pytest.approx(exact, abs=0.01)

@@ -38,7 +38,7 @@ def _model(alpha: np.ndarray, floor: float, extra: bool = True, statistic=None) 
         pmdp.PrivatizedSum(
             "s",
             t,
-            pmdp.Laplace(1.0, sensitivity=sensitivity),
+            pmdp.Laplace(epsilon=1.0, sensitivity=sensitivity),
             observed=np.zeros(k + extra),
             check_sensitivity=False,
         )

@@ -62,7 +62,7 @@ def test_regression_release_is_the_clamped_statistics_plus_laplace_noise():
     np.testing.assert_array_equal(release.values, again.values)
     assert release.n_dp == again.n_dp and release.n == 500
     s_seed, n_seed = np.random.SeedSequence(7).spawn(2)
-    noise = pmdp.Laplace(epsilon=0.5, sensitivity=9).simulate(9, np.random.default_rng(s_seed))
+    noise = pmdp.Laplace(epsilon=0.5, sensitivity=9).simulate(9, rng=np.random.default_rng(s_seed))
     np.testing.assert_allclose(release.values, exact + noise)
     n_noise = pmdp.DiscreteLaplace(epsilon=0.1).simulate(random_seed=np.random.default_rng(n_seed))
     assert release.n_dp == 500 + int(n_noise)
@@ -252,7 +252,7 @@ def test_atus_release_sum_and_its_bounded_mean_form():
     )
     assert release.mechanism.scale == pytest.approx(3 * math.log(1440))
     s_seed, _n_seed = np.random.SeedSequence(9).spawn(2)
-    noise = release.mechanism.simulate(3, np.random.default_rng(s_seed))
+    noise = release.mechanism.simulate(3, rng=np.random.default_rng(s_seed))
     np.testing.assert_allclose(release.values, exact + noise)
     # bounded DP: the released mean is the sum / n, with Laplace(Delta / (n epsilon_s)) noise
     np.testing.assert_allclose(release.mean, exact / 800 + noise / 800)

@@ -193,3 +193,114 @@ def test_discrete_release_keeps_exact_large_integers():
     """int64 inputs are used exactly (no float rounding on the way): 2**62 + 1 stays odd."""
     released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 2**62 + 2]))
     assert released.tolist() == [2**62 + 1, 2**62 + 2]
+
+
+# --------------------------------------------------------------------------------------------------
+# one interface: keyword budgets, a repr with the guarantee, one `simulate` signature
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "positional, spelled, keyword",
+    [
+        (
+            lambda: pmdp.Laplace(1.0, 2.0),
+            "pmdp.Laplace(epsilon=1.0, sensitivity=2.0)",
+            lambda: pmdp.Laplace(epsilon=1.0, sensitivity=2.0),
+        ),
+        (
+            lambda: pmdp.Laplace(0.5, sensitivity=3),
+            "pmdp.Laplace(epsilon=0.5, sensitivity=3)",
+            lambda: pmdp.Laplace(epsilon=0.5, sensitivity=3),
+        ),
+        (lambda: pmdp.Gaussian(2.0), "pmdp.Gaussian(sigma=2.0)", lambda: pmdp.Gaussian(sigma=2.0)),
+        (
+            lambda: pmdp.DiscreteLaplace(0.5),
+            "pmdp.DiscreteLaplace(epsilon=0.5)",
+            lambda: pmdp.DiscreteLaplace(epsilon=0.5),
+        ),
+        (
+            lambda: pmdp.DiscreteGaussian(3.0, sensitivity=2),
+            "pmdp.DiscreteGaussian(sigma=3.0, sen",
+            lambda: pmdp.DiscreteGaussian(sigma=3.0, sensitivity=2),
+        ),
+        (
+            lambda: pmdp.Tulap(0.5, 2),
+            "pmdp.Tulap(epsilon=0.5, sensitivity=2)",
+            lambda: pmdp.Tulap(epsilon=0.5, sensitivity=2),
+        ),
+    ],
+    ids=[
+        "Laplace",
+        "Laplace-sensitivity",
+        "Gaussian",
+        "DiscreteLaplace",
+        "DiscreteGaussian",
+        "Tulap",
+    ],
+)
+def test_a_positional_budget_still_works_but_warns_with_the_keyword_to_use(
+    positional, spelled, keyword
+):
+    with pytest.warns(FutureWarning, match="deprecated") as caught:
+        mechanism = positional()
+    assert spelled in str(caught[0].message)
+    assert caught[0].filename == __file__  # points at the caller
+    assert mechanism == keyword()  # the keyword form builds it without a warning (errors here)
+
+
+def test_positional_arguments_beyond_the_old_ones_or_twice_are_refused():
+    with pytest.raises(TypeError, match="by keyword.*`epsilon=`"):
+        pmdp.Laplace(1.0, 1.0, 2.0)
+    with pytest.raises(TypeError, match="by keyword.*`sigma=`"):
+        pmdp.Gaussian(1.0, 2.0)
+    with pytest.raises(TypeError, match="`epsilon` given both"):
+        pmdp.Laplace(1.0, epsilon=2.0)
+
+
+@pytest.mark.parametrize(
+    "build, argument, instead",
+    [
+        (lambda: pmdp.Gaussian(epsilon=1), "epsilon", "`rho=` or `sigma=`"),
+        (lambda: pmdp.DiscreteGaussian(delta=1e-5, sigma=1), "delta", "`rho=` or `sigma=`"),
+        (lambda: pmdp.Laplace(rho=0.5), "rho", "`epsilon=` or `scale=`"),
+        (lambda: pmdp.Tulap(sigma=1.0), "sigma", "`epsilon=` or `scale=`"),
+        (lambda: pmdp.DiscreteLaplace(epsilom=1), "epsilom", "`epsilon=`, `scale=`"),
+    ],
+)
+def test_a_budget_the_mechanism_does_not_take_is_named_with_what_to_pass(build, argument, instead):
+    with pytest.raises(TypeError) as caught:
+        build()
+    message = str(caught.value)
+    assert f"no argument `{argument}`" in message and instead in message
+    assert "Family" not in message and "__init__" not in message and len(message) < 400
+
+
+def test_repr_shows_the_guarantee_the_sensitivity_and_the_scale():
+    assert repr(pmdp.Laplace(epsilon=1.0)) == "Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)"
+    assert repr(pmdp.Laplace(scale=30, sensitivity=9)) == (
+        "Laplace(epsilon=0.3, sensitivity=9.0, scale=30.0)"
+    )
+    assert repr(pmdp.Gaussian(rho=0.125, sensitivity=2)) == (
+        "Gaussian(rho=0.125, sensitivity=2.0, sigma=4.0)"
+    )
+    assert repr(pmdp.DiscreteGaussian(sigma=3.0)) == (
+        "DiscreteGaussian(rho=0.0555556, sensitivity=1.0, sigma=3.0)"
+    )
+    assert repr(pmdp.DiscreteLaplace(epsilon=0.1)) == (
+        "DiscreteLaplace(epsilon=0.1, sensitivity=1.0, scale=10.0)"
+    )
+    assert repr(pmdp.Tulap(epsilon=3.0)) == "Tulap(epsilon=3.0, sensitivity=1.0, scale=0.333333)"
+
+
+@pytest.mark.parametrize("mechanism", [pmdp.Laplace(epsilon=1), pmdp.DiscreteGaussian(sigma=2)])
+def test_simulate_takes_size_and_rng_or_random_seed_by_keyword(mechanism):
+    expected = mechanism.simulate(size=(2, 3), rng=5)
+    assert expected.shape == (2, 3)
+    np.testing.assert_array_equal(mechanism.simulate((2, 3), random_seed=5), expected)
+    np.testing.assert_array_equal(
+        mechanism.simulate(size=(2, 3), rng=np.random.default_rng(5)), expected
+    )
+    with pytest.warns(FutureWarning, match=r"write simulate\(\(2, 3\), rng=5\)"):
+        np.testing.assert_array_equal(mechanism.simulate((2, 3), 5), expected)
+    with pytest.raises(TypeError, match="`rng` or `random_seed`"):
+        mechanism.simulate(3, rng=1, random_seed=1)
+    assert np.ndim(mechanism.simulate(rng=1)) == 0

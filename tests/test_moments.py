@@ -23,7 +23,7 @@ def clamped():
         sigma = pm.HalfNormal("sigma")
         x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=50)
         t = pt.stack([pt.clip(x, LOW, HIGH), pt.clip(x, LOW, HIGH) ** 2, x > CUT], axis=1)
-        pmdp.PrivatizedSum("s", t, pmdp.Laplace(1.0, 7.0), observed=np.zeros(3))
+        pmdp.PrivatizedSum("s", t, pmdp.Laplace(epsilon=1.0, sensitivity=7.0), observed=np.zeros(3))
     table = compile_model(model).tables[0]
     return table, moment_function(record_moments(table))
 
@@ -122,7 +122,9 @@ def test_records_without_a_moment_rule_are_named():
     with pm.Model() as model:
         lam = pm.Exponential("lam", 1.0)
         x = pmdp.Records("x", pm.Poisson.dist(lam), n=20)
-        pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 3), pmdp.Laplace(1.0, 3.0), observed=5.0)
+        pmdp.PrivatizedSum(
+            "s", pm.math.clip(x, 0, 3), pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=5.0
+        )
     reason = record_moments(compile_model(model).tables[0])
     assert isinstance(reason, str)
     assert "'x'" in reason and "Poisson" in reason
@@ -141,7 +143,9 @@ def closed_form():
         x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=50)
         c = pt.clip(x, LOW, HIGH)
         t = pt.stack([c, c**2, 3 * c**3 - 1], axis=1)
-        pmdp.PrivatizedSum("s", t, pmdp.Laplace(1.0, 29.0), observed=np.zeros(3))
+        pmdp.PrivatizedSum(
+            "s", t, pmdp.Laplace(epsilon=1.0, sensitivity=29.0), observed=np.zeros(3)
+        )
     moments = record_moments(compile_model(model).tables[0])
     return moments, moment_function(moments)
 

@@ -319,7 +319,9 @@ def test_the_sums_level_names_a_table_without_an_exact_law():
     with pm.Model() as poisson:
         lam = pm.Exponential("lam", 1.0)
         x = pmdp.Records("x", pm.Poisson.dist(lam), n=20)
-        pmdp.PrivatizedSum("s", pm.math.clip(x, 0, 3), pmdp.Laplace(1.0, 3.0), observed=5.0)
+        pmdp.PrivatizedSum(
+            "s", pm.math.clip(x, 0, 3), pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=5.0
+        )
     with pytest.raises(ValueError, match="augment`='sums'") as caught:
         pmdp.sample(model=poisson, augment="sums", draws=10, tune=10, chains=1)
     message = str(caught.value)
@@ -353,7 +355,7 @@ def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
         mu = pm.Normal("mu")
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=400)
         pmdp.PrivatizedSum(
-            "s", 2 * x + 1, pmdp.Laplace(0.02), observed=0.0, check_sensitivity=False
+            "s", 2 * x + 1, pmdp.Laplace(epsilon=0.02), observed=0.0, check_sensitivity=False
         )
     step = pmdp.DataAugmentation(model=model, augment="sums")
     (law,) = step.records_step.laws

@@ -101,9 +101,9 @@ def test_simulator_matches_the_cdf_and_the_discrete_laplace_pmf(mechanism):
     assert stats.kstest(draws, mechanism.cdf).pvalue > 1e-3
     assert _rounded_chi_square_pvalue(draws, mechanism) > 1e-3
     # power: the discrete part alone, or a Tulap of a 1.5x scale, are told apart
-    without_uniform = pmdp.DiscreteLaplace(scale=mechanism.scale).simulate(2000, 4)
+    without_uniform = pmdp.DiscreteLaplace(scale=mechanism.scale).simulate(2000, rng=4)
     assert stats.kstest(without_uniform, mechanism.cdf).pvalue < 1e-3
-    wider = pmdp.Tulap(scale=1.5 * mechanism.scale).simulate(2000, 4)
+    wider = pmdp.Tulap(scale=1.5 * mechanism.scale).simulate(2000, rng=4)
     assert stats.kstest(wider, mechanism.cdf).pvalue < 1e-3
 
 
