@@ -117,6 +117,38 @@ def test_mle_table_uses_interior_fits_and_counts_endings():
     assert row["s/fit mean (max)"] == "12 (13)"
 
 
+def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
+    """A fit whose n has R-hat 1.24 and a bulk ESS of 35 (2 chains): its cells are marked and a
+    note names it; a study whose chains all converged prints no note."""
+    study = make_study("regression", quick=True)
+
+    def fake_records(bad_fit):
+        records = []
+        for fit in study.fits():
+            posterior = {}
+            for label in ("beta[0]", "beta[1]", "beta[2]", "tau", "n"):
+                bad = label == "n" and fit == bad_fit
+                posterior[label] = {
+                    **{"mean": 0.0, "sd": 1.0, "lower": -1.0, "upper": 1.0, "true": 0.0},
+                    **{"ess_bulk": 35.0 if bad else 1500.0, "r_hat": 1.24 if bad else 1.001},
+                }
+            record = {"fit": dataclasses.asdict(fit), "posterior": posterior, "seconds": 1.0}
+            records.append({**record, "key": fit.key, "draws": [2, 2000]})
+        return records
+
+    bad_fit = next(f for f in study.fits() if f.epsilon_n == 0.01)
+    summary = pmdp.examples.study.write_report(study, fake_records(bad_fit), tmp_path)["summary"]
+    text = summary.read_text()
+    row = next(
+        line for line in text.splitlines() if "| unbounded | 0.01" in line and "1.24" in line
+    )
+    assert "1.24 !" in row and "35 !" in row and "1.001 !" not in text
+    note = text[text.index("## convergence") :]
+    assert "in 1 of 4 fits" in note and "R-hat 1.24" in note and "--draws 8000" in note
+    clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
+    assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
+
+
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
     store = FitStore(tmp_path)
     store.claim("regression", {"draws": 20})
