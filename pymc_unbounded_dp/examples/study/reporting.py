@@ -54,7 +54,7 @@ def convergence_flags(table: pd.DataFrame, chains) -> pd.DataFrame:
     >>> import pandas as pd
     >>> table = pd.DataFrame({"r_hat": [1.0, 1.24], "ess_bulk": [900.0, 150.0]}, index=["a", "n"])
     >>> convergence_flags(table, chains=2)
-           r_hat  ess_bulk
+       r_hat  ess_bulk
     a  False     False
     n   True      True
     """
