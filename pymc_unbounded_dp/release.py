@@ -904,6 +904,13 @@ def load(path) -> Release:
     domain, its sensitivity against the one the bounds give, and the stated guarantee against the
     composition of the mechanisms.
 
+    Raises
+    ------
+    ValueError
+        If the file is not a valid release file; the message names the file and what is wrong
+        (``release.load: 'out/release.json' is not a pymc-unbounded-dp release file: it has no
+        'format' entry (its entries: ...)``).
+
     Examples
     --------
     >>> import tempfile, pathlib

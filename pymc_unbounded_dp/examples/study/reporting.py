@@ -58,12 +58,9 @@ def convergence_flags(table: pd.DataFrame, chains) -> pd.DataFrame:
     a  False     False
     n   True      True
     """
+    r_hat, ess = (pd.to_numeric(table[column]).astype(float) for column in ("r_hat", "ess_bulk"))
     return pd.DataFrame(
-        {
-            "r_hat": table["r_hat"] > R_HAT_MAX,
-            "ess_bulk": table["ess_bulk"] < ESS_PER_CHAIN * chains,
-        },
-        index=table.index,
+        {"r_hat": r_hat > R_HAT_MAX, "ess_bulk": ess < ESS_PER_CHAIN * chains}, index=table.index
     )
 
 
@@ -172,6 +169,7 @@ def _flagged(per_fit: pd.DataFrame) -> pd.DataFrame:
     flags; empty for studies without these diagnostics (mcem)."""
     if not {"r_hat", "ess_bulk", "chains"} <= set(per_fit):
         return pd.DataFrame()
+    per_fit = per_fit.astype({"r_hat": float, "ess_bulk": float})  # stored NaN is None
     flags = convergence_flags(per_fit, per_fit["chains"])
     frame = _labelled(_grid(per_fit).set_index(_GRID)).assign(
         flag_r_hat=flags["r_hat"].to_numpy(), flag_ess_bulk=flags["ess_bulk"].to_numpy()
@@ -209,6 +207,10 @@ def _convergence_note(study, per_fit: pd.DataFrame, flagged: pd.DataFrame) -> li
     fits, total = (len(frame[fit_keys].drop_duplicates()) for frame in (flagged, per_fit))
     worst = flagged.sort_values(["r_hat", "ess_bulk"], ascending=[False, True]).iloc[0]
     eps_n = "" if worst["epsilon_n"] == "-" else f", epsilon_n {worst['epsilon_n']}"
+    values = ", ".join(
+        ([f"R-hat {worst['r_hat']:.3g}"] if worst["flag_r_hat"] else [])
+        + ([f"bulk ESS {worst['ess_bulk']:.0f}"] if worst["flag_ess_bulk"] else [])
+    )
     longer = (
         f"--draws {4 * study.draws} --tune {2 * study.tune}"
         if hasattr(study, "draws") and hasattr(study, "tune")
@@ -220,7 +222,7 @@ def _convergence_note(study, per_fit: pd.DataFrame, flagged: pd.DataFrame) -> li
         f"{FLAG} R-hat above {R_HAT_MAX} or bulk ESS below {ESS_PER_CHAIN} per chain in {fits} of "
         f"{total} fits (marked {FLAG} where a table shows it; worst: {worst['parameter']} "
         f"of {worst['variant']}, epsilon_s {worst['epsilon_s']}{eps_n}, replicate "
-        f"{worst['replicate']}: R-hat {worst['r_hat']:.3g}, bulk ESS {worst['ess_bulk']:.0f}). "
+        f"{worst['replicate']}: {values}). "
         "These chains are too short for reliable intervals: run longer, e.g. with "
         f"`{longer}` and a new `--out`.",
         "",
