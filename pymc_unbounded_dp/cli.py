@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -121,14 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=4000,
         help="posterior draws per chain (default: %(default)s; with the default "
-        "interweaving move the effective sample size of beta is about a third of "
-        "the draws)",
+        "interweaving move the bulk ESS of beta and tau is about a quarter of chains x draws: "
+        "1,500 to 2,400 of 8,000 at the defaults)",
     )
     demo.add_argument(
         "--tune",
         type=_non_negative_int,
         default=None,
-        help="tuning iterations per chain (default: 1000, at most --draws)",
+        help="tuning iterations per chain, run before the draws (default: 1000, or --draws "
+        "if that is smaller; a value given here is used as it is)",
     )
     demo.add_argument("--chains", type=_positive_int, default=2, help="chains (default: 2)")
     demo.add_argument(
@@ -312,7 +314,13 @@ def _demo(args, out=None) -> int:
     matplotlib.use("Agg", force=False)
     import numpy as np
 
-    from pymc_unbounded_dp.examples.demo import demo_summary, fit_demo, save_demo
+    from pymc_unbounded_dp.examples.demo import demo_release, demo_summary, fit_demo, save_demo
+    from pymc_unbounded_dp.examples.study.reporting import (
+        ESS_PER_CHAIN,
+        FLAG,
+        R_HAT_MAX,
+        convergence_flags,
+    )
 
     folder = _writable_folder(args.out)
     tune = min(1000, args.draws) if args.tune is None else args.tune
@@ -356,10 +364,23 @@ def _demo(args, out=None) -> int:
         + ("" if args.bounded else f", n_dp = {release.n_dp}"),
         file=out,
     )
+    published = demo_release(result)
+    print(
+        f"  guarantee: epsilon = {published.guarantee['epsilon']:.4g} under "
+        f"{published.neighbouring} neighbours (release.json)",
+        file=out,
+    )
     summary = demo_summary(result)
     shown = summary[["true", "mean", "sd", "lower", "upper", "r_hat", "ess_bulk"]].rename(
         columns={"lower": "lower_94", "upper": "upper_94"}
     )
+    flags = convergence_flags(summary, args.chains)
+    shown["flag"] = [
+        f"{FLAG} " + ", ".join(stat for stat in ("r_hat", "ess_bulk") if row[stat])
+        if any(row)
+        else ""
+        for row in flags.to_dict(orient="records")
+    ]
     print(
         f"\nPosterior ({result.seconds:.0f} s of sampling); 94% equal-tailed intervals:", file=out
     )
@@ -370,6 +391,20 @@ def _demo(args, out=None) -> int:
         f"{int(summary['covered'].sum())} of {len(summary)} true values inside their 94% interval.",
         file=out,
     )
+    flagged = flags.any(axis=1)
+    if flagged.any():
+        needed = ESS_PER_CHAIN * args.chains
+        ratios = needed / summary.loc[flags["ess_bulk"], "ess_bulk"]
+        factor = max(4 if flags["r_hat"].any() else 2, *np.ceil(ratios))
+        print(
+            f"{FLAG} r_hat > {R_HAT_MAX} or bulk ESS < {needed} ({ESS_PER_CHAIN} per chain) for "
+            f"{', '.join(summary.index[flagged])}: the chains are too short for reliable means "
+            f"and intervals. Run longer, e.g. --draws {math.ceil(args.draws * factor / 100) * 100}"
+            + (
+                " with --chains 2 or more (r_hat needs several chains)." if args.chains < 2 else "."
+            ),
+            file=out,
+        )
     stats = result.idata["sample_stats"]
     if "diverging" in stats:
         print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
@@ -495,7 +530,30 @@ _EXAMPLES_EXTRA = ("dask", "distributed", "matplotlib", "h5netcdf", "h5py", "tab
 
 
 def main(argv=None) -> int:
-    """Run the ``pmdp`` command line; returns the exit code."""
+    """Run the ``pmdp`` command line; returns the exit code.
+
+    When the output is piped into a command that stops reading (``pmdp demo | head -3``) the run
+    ends quietly with exit code 141 (128 + SIGPIPE, what a shell reports for a process a broken
+    pipe ended).
+    """
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a broken pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        # Python's recipe (the `signal` module's note on SIGPIPE): later writes, and the flush at
+        # exit, go to devnull instead of raising again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is not a file (e.g. captured by a test)
+            pass
+        finally:
+            os.close(devnull)
+        return 141
+    return code
+
+
+def _run(argv) -> int:
     if threading.current_thread() is threading.main_thread():
         # Ctrl-C must reach us as KeyboardInterrupt (exit code 130, finished fits kept) even when
         # started from a shell that ignores SIGINT in background jobs

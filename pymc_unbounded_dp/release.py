@@ -740,42 +740,7 @@ class Release(Mapping[str, Released]):
     @classmethod
     def from_json(cls, text: str) -> Release:
         """Rebuild a release from :meth:`to_json`'s document, mechanisms exactly; checks it."""
-        owner = "Release.from_json"
-        try:
-            document = json.loads(text)
-            if not isinstance(document, dict) or document.get("format") != FORMAT:
-                raise ValueError(f"{owner}: `text` is not a {FORMAT} file.")
-            if document.get("version") != VERSION:
-                raise ValueError(
-                    f"{owner}: `text` has format version {document.get('version')}, this "
-                    f"package reads version {VERSION}."
-                )
-            budget, guarantee = document["budget"], document["guarantee"]
-            measure = next(iter(budget)) if len(budget) == 1 else None
-            if measure not in _MEASURES or set(guarantee) != {measure}:
-                raise ValueError(
-                    f"{owner}: `text` has budget {budget} and guarantee {guarantee}; "
-                    "expected one measure, 'epsilon' or 'rho', in both."
-                )
-            neighbouring = check_neighbouring(document["neighbouring"], owner)
-            entries = {
-                k: _entry_from(k, v, neighbouring, measure, owner)
-                for k, v in document["values"].items()
-            }
-            release = cls(
-                entries, neighbouring=neighbouring, measure=measure, budget=float(budget[measure])
-            )
-        except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{owner}: `text` is not a valid release file ({error!r}).") from None
-        composed = release.guarantee[measure]
-        if not math.isclose(guarantee[measure], composed, rel_tol=1e-12) or (
-            composed > release.budget[measure] * (1 + 1e-9)
-        ):
-            raise ValueError(
-                f"{owner}: `text` states guarantee {guarantee} and budget {budget}, but its "
-                f"mechanisms compose to {measure}={composed}."
-            )
-        return release
+        return _parse(text, "Release.from_json: `text`")
 
     def save(self, path) -> Path:
         """Write the release file (JSON) to ``path``; returns the path.
@@ -794,41 +759,124 @@ class Release(Mapping[str, Released]):
         return path
 
 
-def _entry_from(name: str, spec: dict, neighbouring: str, measure: str, owner: str) -> Released:
-    stat = Statistic(name, spec["lower"], spec["upper"], integer=spec["integer"], kind=spec["kind"])
+def _parse(text: str, where: str) -> Release:
+    """The release in the JSON document ``text``; errors start with ``where`` (the argument or the
+    file) and say what is wrong."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{where} is not a valid release file: not JSON ({error.msg} at line {error.lineno}, "
+            f"column {error.colno})."
+        ) from None
+    if not isinstance(document, dict):
+        raise ValueError(
+            f"{where} is not a {FORMAT} file: it holds a {type(document).__name__}, not a JSON "
+            "object."
+        )
+    if document.get("format") != FORMAT:
+        keys = [str(k) for k in document]
+        found = (
+            f"its 'format' is {document['format']!r}"
+            if "format" in document
+            else f"it has no 'format' entry (its entries: {', '.join(keys[:10])}"
+            + (", ...)" if len(keys) > 10 else ")")
+        )
+        raise ValueError(f"{where} is not a {FORMAT} file: {found}.")
+    if document.get("version") != VERSION:
+        raise ValueError(
+            f"{where} has format version {document.get('version')}, this package reads version "
+            f"{VERSION}."
+        )
+    try:
+        budget, guarantee = document["budget"], document["guarantee"]
+        measure = next(iter(budget)) if len(budget) == 1 else None
+        if measure not in _MEASURES or set(guarantee) != {measure}:
+            raise ValueError(
+                f"{where} has budget {budget} and guarantee {guarantee}; expected one measure, "
+                "'epsilon' or 'rho', in both."
+            )
+        neighbouring = check_neighbouring(document["neighbouring"], where)
+        entries = {}
+        for name, spec in document["values"].items():
+            try:
+                entries[name] = _entry_from(name, spec, neighbouring, measure, where)
+            except KeyError as error:
+                raise ValueError(
+                    f"{where} is not a valid release file: value {name!r} has no "
+                    f"{error.args[0]!r} entry."
+                ) from None
+        release = Release(
+            entries, neighbouring=neighbouring, measure=measure, budget=float(budget[measure])
+        )
+    except KeyError as error:
+        raise ValueError(
+            f"{where} is not a valid release file: it has no {error.args[0]!r} entry."
+        ) from None
+    except (TypeError, AttributeError) as error:
+        raise ValueError(f"{where} is not a valid release file ({error}).") from None
+    composed = release.guarantee[measure]
+    if not math.isclose(guarantee[measure], composed, rel_tol=1e-12) or (
+        composed > release.budget[measure] * (1 + 1e-9)
+    ):
+        raise ValueError(
+            f"{where} states guarantee {guarantee} and budget {budget}, but its mechanisms "
+            f"compose to {measure}={composed}."
+        )
+    return release
+
+
+def _entry_from(name: str, spec: dict, neighbouring: str, measure: str, where: str) -> Released:
+    try:
+        stat = Statistic(
+            name, spec["lower"], spec["upper"], integer=spec["integer"], kind=spec["kind"]
+        )
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: value {name!r}: {error}") from None
     norm = _MEASURES[measure][0]
     sensitivity = stat.sensitivity(norm, neighbouring)
     described = spec["mechanism"]
     if described is None:
         if sensitivity != 0:
             raise ValueError(
-                f"{owner}: `text`: value {name!r} has no mechanism but sensitivity {sensitivity}."
+                f"{where}: value {name!r} has no mechanism but sensitivity {sensitivity}."
             )
         mechanism = None
     else:
         family = _FAMILIES.get(described["family"])
         if family is None or family.norm != norm or described["norm"] != norm:
             raise ValueError(
-                f"{owner}: `text`: value {name!r} has mechanism family {described['family']!r} "
+                f"{where}: value {name!r} has mechanism family {described['family']!r} "
                 f"(norm {described['norm']!r}); a {measure} budget uses {norm} mechanisms."
             )
         if family.discrete != stat.integer:
             raise ValueError(
-                f"{owner}: `text`: value {name!r} is integer={stat.integer} but its "
+                f"{where}: value {name!r} is integer={stat.integer} but its "
                 f"mechanism {family.__name__} is for the "
                 f"{'integers' if family.discrete else 'reals'}."
             )
         scale_key = "scale" if norm == "l1" else "sigma"
-        mechanism = family(**{scale_key: described["scale"]}, sensitivity=described["sensitivity"])
+        try:
+            mechanism = family(
+                **{scale_key: described["scale"]}, sensitivity=described["sensitivity"]
+            )
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: value {name!r}: {error}") from None
         if mechanism.sensitivity < sensitivity * (1 - 1e-12):
             raise ValueError(
-                f"{owner}: `text`: value {name!r} is calibrated to sensitivity "
+                f"{where}: value {name!r} is calibrated to sensitivity "
                 f"{mechanism.sensitivity} but its bounds give {sensitivity} under {neighbouring}."
             )
-    value = np.asarray(spec["value"], dtype=np.int64 if stat.integer else float)
+    try:
+        value = np.asarray(spec["value"], dtype=np.int64 if stat.integer else float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{where}: value {name!r} is not {'an integer' if stat.integer else 'a number'} "
+            f"array: {spec['value']!r}."
+        ) from None
     if value.shape != stat.shape:
         raise ValueError(
-            f"{owner}: `text`: value {name!r} has shape {value.shape}, its bounds {stat.shape}."
+            f"{where}: value {name!r} has shape {value.shape}, its bounds {stat.shape}."
         )
     return Released(
         name=name,
@@ -852,6 +900,13 @@ def load(path) -> Release:
     domain, its sensitivity against the one the bounds give, and the stated guarantee against the
     composition of the mechanisms.
 
+    Raises
+    ------
+    ValueError
+        If the file is not a valid release file; the message names the file and what is wrong
+        (``release.load: 'out/release.json' is not a pymc-unbounded-dp release file: it has no
+        'format' entry (its entries: ...)``).
+
     Examples
     --------
     >>> import tempfile, pathlib
@@ -861,7 +916,13 @@ def load(path) -> Release:
     >>> rl.load(path)["s"].mechanism
     Gaussian(rho=0.5, sensitivity=1.0, sigma=1.0)
     """
-    return Release.from_json(Path(path).read_text(encoding="utf-8"))
+    path = Path(path)
+    where = f"release.load: {str(path)!r}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not a release file: not UTF-8 text.") from None
+    return _parse(text, where)
 
 
 def approx_dp(rho: float, delta: float) -> float:

@@ -1,16 +1,23 @@
 """The ``pmdp`` command line: errors, ``pmdp demo``, ``pmdp reproduce`` (tiny grids, resume)."""
 
+import contextlib
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pymc as pm
 import pytest
 import xarray as xr
 
+import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import cli
-from pymc_unbounded_dp.examples import atus
+from pymc_unbounded_dp import release as rl
+from pymc_unbounded_dp.examples import atus, demo, regression
 
 TINY = ["--draws", "20", "--tune", "20", "--chains", "1", "--no-progress"]
 
@@ -110,14 +117,24 @@ def test_console_script_reports_errors_with_exit_code_2(tmp_path):
 # -- demo -------------------------------------------------------------------------------------------
 
 
-def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_path):
-    out_dir = tmp_path / "demo-out"
-    code, out, err = run(capsys, "demo", "--out", str(out_dir), "--seed", "3", *TINY)
-    assert code == 0, err
+@pytest.fixture(scope="module")
+def tiny_demo(tmp_path_factory):
+    """``pmdp demo`` run once with tiny draws: its output folder and what it printed."""
+    out_dir = tmp_path_factory.mktemp("demo") / "demo-out"
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        code = cli.main(["demo", "--out", str(out_dir), "--seed", "3", *TINY])
+    assert code == 0, errors.getvalue()
+    return out_dir, printed.getvalue()
+
+
+def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(tiny_demo):
+    out_dir, out = tiny_demo
     for name in [
         "posterior.nc",
         "summary.csv",
         "release.json",
+        "demo.json",
         "figures/posteriors.png",
         "figures/trace.png",
     ]:
@@ -127,13 +144,133 @@ def test_demo_with_tiny_draws_writes_posterior_summary_and_figures(capsys, tmp_p
     summary = pd.read_csv(out_dir / "summary.csv", index_col=0)
     assert {"beta[1]", "tau", "n"} <= set(summary.index)
     assert summary.loc["n", "true"] == 1000 and summary.loc["beta[1]", "true"] == -1
-    release = json.loads((out_dir / "release.json").read_text())
-    assert len(release["values"]) == 9 and release["epsilon_s"] == 1 and release["epsilon_n"] == 0.5
+    facts = json.loads((out_dir / "demo.json").read_text())
+    assert facts["statistics"] == list(regression.STATISTIC_NAMES) and facts["true_n"] == 1000
+    assert (facts["epsilon_s"], facts["epsilon_n"], facts["seed"]) == (1, 0.5, 3)
     with xr.open_datatree(out_dir / "posterior.nc", engine="h5netcdf") as saved:
         assert {"posterior", "sample_stats", "observed_data"} <= set(saved.children)
         posterior = saved["posterior"].to_dataset()
         assert {"beta", "tau", "n"} <= set(posterior.data_vars)
         assert posterior.sizes["draw"] == 20
+
+
+def test_the_demos_release_file_loads_as_the_release_it_fitted(tiny_demo):
+    out_dir, out = tiny_demo
+    loaded = rl.load(out_dir / "release.json")
+    assert loaded.neighbouring == "add/remove" and loaded.guarantee == {"epsilon": 1.5}
+    assert "guarantee: epsilon = 1.5 under add/remove neighbours" in out
+    # what the model was fitted to (its observed data) is what loads, mechanisms included
+    with xr.open_datatree(out_dir / "posterior.nc", engine="h5netcdf") as saved:
+        observed = saved["observed_data"].to_dataset()
+        assert np.array_equal(loaded["s"].value, observed["s"].values)
+    n_dp = int(re.search(r"n_dp = (\d+)", out).group(1))
+    assert loaded["n"].value == n_dp and loaded["n"].kind == "count"
+    assert loaded["s"].mechanism == pmdp.Laplace(epsilon=1.0, sensitivity=9)
+    assert loaded["n"].mechanism == pmdp.DiscreteLaplace(epsilon=0.5)
+    assert loaded["s"].sampler.startswith("simulated")
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_the_demos_release_builds_the_demos_model(tmp_path, bounded):
+    """Bounded DP: replace-one neighbours, n public; the sums' noise is the demo's, and the file
+    states its guarantee under replace-one (sensitivity 15 of the bounds, not 9)."""
+    data = regression.simulate_regression(100, seed=1)
+    release = regression.privatize_regression(data, 1.0, 0.5, seed=2)
+    result = demo.DemoResult(release, None, bounded, 1, "gibbs", 0.0)
+    loaded = rl.load(demo.demo_release(result).save(tmp_path / "release.json"))
+    assert loaded["s"].mechanism.scale == release.mechanism.scale
+    assert np.array_equal(loaded["s"].value, release.values)
+    if bounded:
+        assert loaded.neighbouring == "replace-one" and loaded["n"].mechanism is None
+        assert loaded.guarantee["epsilon"] == pytest.approx(15 / 9)
+    expected = regression.regression_model(release, bounded=bounded)
+    with pm.Model() as model:
+        n = loaded.sample_size("n")
+        x1, x2, y = (pmdp.Records(name, pm.Normal.dist(), n=n) for name in ("x1", "x2", "y"))
+        loaded.privatized_sum("s", regression.regression_statistic_tensor(x1, x2, y))
+    assert ("n" in model.named_vars) is (not bounded)
+    for name in ("s", *([] if bounded else ["n_dp"])):
+        assert np.array_equal(
+            model.rvs_to_values[model[name]].eval(), expected.rvs_to_values[expected[name]].eval()
+        ), name
+
+
+def test_a_refused_release_file_is_named_with_what_is_wrong(tmp_path):
+    old_demo_file = tmp_path / "release.json"
+    old_demo_file.write_text(json.dumps({"values": [1.0] * 9, "n_dp": 1003, "epsilon_s": 1.0}))
+    with pytest.raises(ValueError) as error:
+        rl.load(old_demo_file)
+    message = str(error.value)
+    assert str(old_demo_file) in message and "`text`" not in message
+    assert "no 'format' entry" in message and "values, n_dp, epsilon_s" in message
+    old_demo_file.write_text("{")
+    with pytest.raises(ValueError, match=r"release.json' is not a valid release file: not JSON"):
+        rl.load(old_demo_file)
+
+
+def test_short_chains_are_flagged_with_how_to_run_longer(tiny_demo):
+    _, out = tiny_demo
+    table = out[out.index("94% equal-tailed intervals:") : out.index("true values inside")]
+    assert "flag" in table.splitlines()[1]
+    # 20 draws of one chain: every bulk ESS is below 100 per chain
+    assert all(line.rstrip().endswith("! ess_bulk") for line in table.splitlines()[2:-1])
+    assert "too short" in out and re.search(r"Run longer, e\.g\. --draws \d+", out)
+
+
+def test_the_tune_option_does_what_its_help_says(capsys, monkeypatch, tmp_path):
+    asked = []
+
+    def fit_demo(**options):
+        asked.append(options["tune"])
+        raise KeyboardInterrupt  # stop before sampling
+
+    monkeypatch.setattr(demo, "fit_demo", fit_demo)
+    for extra in (["--draws", "50"], ["--draws", "5000"], ["--draws", "50", "--tune", "300"]):
+        assert cli.main(["demo", "--out", str(tmp_path), "--no-progress", *extra]) == 130
+    assert asked == [50, 1000, 300]
+    _, out, _ = run(capsys, "demo", "--help")
+    assert "at most" not in out and "or --draws if that is smaller" in " ".join(out.split())
+
+
+def test_the_draws_help_and_the_docs_state_the_same_measured_ess(capsys):
+    _, out, _ = run(capsys, "demo", "--help")
+    docs = (Path(__file__).parents[1] / "docs" / "cli.md").read_text()
+    measured = "1,500 to 2,400 of 8,000"
+    assert measured in " ".join(out.split()) and measured in " ".join(docs.split())
+    assert "about a quarter of chains x draws" in " ".join(docs.split())
+
+
+class _ClosedPipe(io.TextIOBase):
+    """A stdout whose reader is gone: writes raise, or (``buffered``) the flush does."""
+
+    def __init__(self, buffered: bool):
+        self.buffered = buffered
+
+    def write(self, text):
+        if self.buffered:
+            return len(text)
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_pipe_ends_quietly_with_exit_code_141(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(demo, "fit_demo", lambda **options: pytest.fail("not reached"))
+    for buffered, argv in ((True, ["--version"]), (False, ["demo", "--out", str(tmp_path)])):
+        monkeypatch.setattr(sys, "stdout", _ClosedPipe(buffered))
+        assert cli.main(argv) == 141
+        assert capsys.readouterr().err == ""
+    # the console command: the reader is gone before pmdp writes its header (it stops there)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pymc_unbounded_dp.cli", "demo", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.close()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141 and "Traceback" not in err and "Exception" not in err, err
 
 
 def test_demo_at_census_scale_fits_the_sums_level_and_says_so(capsys, tmp_path):
@@ -146,8 +283,7 @@ def test_demo_at_census_scale_fits_the_sums_level_and_says_so(capsys, tmp_path):
     summary = pd.read_csv(tmp_path / "summary.csv", index_col=0)
     assert summary.loc["n", "true"] == 200_000
     # the posterior of n is near n_dp (sd of the count noise: 2.8), the release's scale is n's
-    release = json.loads((tmp_path / "release.json").read_text())
-    assert abs(summary.loc["n", "mean"] - release["n_dp"]) < 50
+    assert abs(summary.loc["n", "mean"] - rl.load(tmp_path / "release.json")["n"].value) < 50
     with xr.open_datatree(tmp_path / "posterior.nc", engine="h5netcdf") as saved:
         assert saved["posterior"].attrs["pmdp_augment"] == "sums"
 
@@ -177,7 +313,7 @@ REGRESSION = [
 ]
 
 
-def pmdp(*argv, timeout=600):
+def run_pmdp(*argv, timeout=600):
     """The console command in a subprocess (the Dask cluster lives and dies with it)."""
     return subprocess.run(
         [sys.executable, "-m", "pymc_unbounded_dp.cli", *argv],
@@ -190,7 +326,7 @@ def pmdp(*argv, timeout=600):
 
 def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
     out_dir = tmp_path / "rep"
-    result = pmdp(*REGRESSION, "--out", str(out_dir))
+    result = run_pmdp(*REGRESSION, "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     fits = sorted(p.name for p in (out_dir / "fits").glob("*.json"))
     assert fits == [
@@ -214,19 +350,19 @@ def test_reproduce_writes_fits_report_and_resumes_without_rerunning(tmp_path):
     before = {p.name: p.read_bytes() for p in (out_dir / "fits").glob("*.json")}
 
     # a finished grid reruns nothing; a larger grid runs only the new fits
-    result = pmdp(*REGRESSION, "--out", str(out_dir))
+    result = run_pmdp(*REGRESSION, "--out", str(out_dir))
     assert (
         result.returncode == 0 and "3 already in" in result.stdout and "0 to run" in result.stdout
     )
-    result = pmdp(*REGRESSION, "--replicates", "2", "--out", str(out_dir))
+    result = run_pmdp(*REGRESSION, "--replicates", "2", "--out", str(out_dir))
     assert "3 already in" in result.stdout and "3 to run" in result.stdout, result.stderr
     after = {p.name: p.read_bytes() for p in (out_dir / "fits").glob("*.json")}
     assert len(after) == 6 and all(after[name] == data for name, data in before.items())
 
     # other settings in the same folder are refused, naming the option
-    code_err = pmdp(*REGRESSION, "--draws", "21", "--out", str(out_dir))
+    code_err = run_pmdp(*REGRESSION, "--draws", "21", "--out", str(out_dir))
     assert code_err.returncode == 2 and "--out" in code_err.stderr and "draws=20" in code_err.stderr
-    report = pmdp(*REGRESSION, "--report-only", "--out", str(out_dir))
+    report = run_pmdp(*REGRESSION, "--report-only", "--out", str(out_dir))
     assert report.returncode == 0 and "3 of 3 fits finished" in report.stdout
 
 
@@ -245,7 +381,7 @@ def test_reproduce_atus_reads_the_packaged_data_and_simulates_only_on_request(tm
         "1",
         *TINY,
     ]
-    result = pmdp(*common, "--out", str(out_dir))
+    result = run_pmdp(*common, "--out", str(out_dir))
     assert result.returncode == 0, result.stderr
     record = json.loads(next((out_dir / "fits").glob("*unbounded*.json")).read_text())
     assert record["settings"]["data"] is None and record["n_true"] == atus.ATUS_N

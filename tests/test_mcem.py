@@ -227,7 +227,9 @@ def test_simulated_method_needs_a_differentiable_form(bounded_model):
         mcem(bounded_model, method="simulated", progressbar=False)
 
 
-def test_vector_parameter_and_estimate_shapes():
+@pytest.fixture(scope="module")
+def vector_fit():
+    """A vector ``mu`` and a scalar ``sigma``, four EM iterations (no convergence)."""
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 10, shape=2)
         sigma = pm.HalfNormal("sigma", 5)
@@ -240,11 +242,79 @@ def test_vector_parameter_and_estimate_shapes():
         )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # few iterations: no convergence
-        fit = mcem(model, random_seed=6, max_iterations=4, progressbar=False)
+        return mcem(model, random_seed=6, max_iterations=4, progressbar=False)
+
+
+def test_vector_parameter_and_estimate_shapes(vector_fit):
+    fit = vector_fit
     assert fit.estimate["mu"].shape == (2,) and fit.standard_error["mu"].shape == (2,)
     assert fit.history["mu"].dims == ("iteration", "mu_dim_0")
     assert fit.estimate["sigma"] > 0
     assert np.all(np.sign(fit.estimate["mu"]) == [1, -1])
+
+
+def test_print_of_a_result_is_short_and_says_what_was_fitted(bounded_fit, vector_fit):
+    text = repr(bounded_fit)
+    assert len(text) < 1000 and str(bounded_fit) == text
+    assert (
+        "method='em'" in text and "converged='interior'" in text and "reason: EM converged" in text
+    )
+    row = next(line for line in text.splitlines() if line.startswith("theta"))
+    estimate, se, mc_error = map(float, row.split()[1:])
+    assert estimate == pytest.approx(float(bounded_fit.estimate["theta"]), rel=1e-3)
+    assert se == pytest.approx(float(bounded_fit.standard_error["theta"]), rel=1e-3)
+    assert mc_error == pytest.approx(float(bounded_fit.mc_error["theta"]), rel=1e-3)
+    assert len(repr(bounded_fit.state)) < 1000  # the imputed records are not printed
+    text = repr(vector_fit)
+    assert "converged='budget'" in text and all(
+        f"\n{k}" in text for k in ("mu[0]", "mu[1]", "sigma")
+    )
+    # any model: a 50 x 100 parameter with a long name and a long reason
+    shape, name = (50, 100), "a_parameter_with_a_rather_long_name"
+    huge = dataclasses.replace(
+        vector_fit,
+        **{
+            field: {name: np.ones(shape)}
+            for field in ("estimate", "standard_error", "mc_error", "standard_error_mc_error")
+        },
+        reason="the budget was spent " * 100,
+    )
+    assert len(repr(huge)) < 1000 and "4992 more elements: fit.summary()" in repr(huge)
+    assert "\na_parameter_...[0,1] " in repr(huge)  # a long name is cut, the index kept
+
+
+def test_summary_is_a_table_of_the_results_fields(vector_fit, bounded_fit):
+    table = vector_fit.summary()
+    assert list(table.columns) == ["estimate", "se", "lower", "upper", "mc_error", "se_mc_error"]
+    assert list(table.index) == ["mu[0]", "mu[1]", "sigma"] and table.index.name == "parameter"
+    for column, field in [
+        ("estimate", vector_fit.estimate),
+        ("se", vector_fit.standard_error),
+        ("mc_error", vector_fit.mc_error),
+        ("se_mc_error", vector_fit.standard_error_mc_error),
+    ]:
+        expected = np.concatenate([np.ravel(field["mu"]), np.ravel(field["sigma"])])
+        np.testing.assert_array_equal(table[column].to_numpy(), expected)
+    half = stats.norm.ppf(0.975) * table["se"]
+    np.testing.assert_allclose(table["lower"], table["estimate"] - half, rtol=1e-12)
+    np.testing.assert_allclose(table["upper"], table["estimate"] + half, rtol=1e-12)
+    theta = bounded_fit.summary(prob=0.5).loc["theta"]
+    se = float(bounded_fit.standard_error["theta"])
+    assert theta["upper"] - theta["lower"] == pytest.approx(2 * stats.norm.ppf(0.75) * se)
+    with pytest.raises(ValueError, match=r"summary: `prob` must be in \(0, 1\), got 95"):
+        bounded_fit.summary(prob=95)
+
+
+def test_to_dataframe_is_the_iteration_history(vector_fit):
+    frame = vector_fit.to_dataframe()
+    history = vector_fit.history
+    assert frame.index.name == "iteration"
+    assert list(frame.index) == list(history["iteration"].values) == [1, 2, 3, 4]
+    assert list(frame.columns[:5]) == ["method", "n_samples", "mu[0]", "mu[1]", "sigma"]
+    np.testing.assert_array_equal(frame["mu[1]"], history["mu"].values[:, 1])
+    np.testing.assert_array_equal(frame["sigma"], history["sigma"].values)
+    assert {"distance", "mc_error", "complete_loglik"} <= set(frame.columns)
+    assert list(frame["method"]) == ["em"] * 4
 
 
 def test_same_seed_same_result(normal_model, normal_fit):

@@ -117,6 +117,46 @@ def test_mle_table_uses_interior_fits_and_counts_endings():
     assert row["s/fit mean (max)"] == "12 (13)"
 
 
+def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
+    """A fit whose n has R-hat 1.24 and a bulk ESS of 35 (2 chains): its cells are marked and a
+    note names it; a study whose chains all converged prints no note."""
+    study = make_study("regression", quick=True)
+
+    def fake_records(bad_fit, short_fit=None):
+        records = []
+        for fit in study.fits():
+            posterior = {}
+            for label in ("beta[0]", "beta[1]", "beta[2]", "tau", "n"):
+                bad, short = (label == "n" and fit == f for f in (bad_fit, short_fit))
+                diagnostics = {"ess_bulk": 35.0, "r_hat": 1.24} if bad else {"r_hat": 1.001}
+                diagnostics = {"ess_bulk": 50.0, "r_hat": None} if short else diagnostics
+                posterior[label] = {
+                    **{"mean": 0.0, "sd": 1.0, "lower": -1.0, "upper": 1.0, "true": 0.0},
+                    **{"ess_bulk": 1500.0, **diagnostics},  # a stored NaN is None
+                }
+            record = {"fit": dataclasses.asdict(fit), "posterior": posterior, "seconds": 1.0}
+            records.append({**record, "key": fit.key, "draws": [2, 2000]})
+        return records
+
+    bad_fit, short_fit = (next(f for f in study.fits() if f.epsilon_n == e) for e in (0.01, 10))
+    records = fake_records(bad_fit, short_fit)
+    text = pmdp.examples.study.write_report(study, records, tmp_path)["summary"].read_text()
+    lines = text.splitlines()
+    row = next(line for line in lines if "| unbounded | 0.01" in line and "1.24" in line)
+    assert "1.24 !" in row and "35 !" in row and "1.001 !" not in text
+    row = next(line for line in lines if "| unbounded | 10 " in line and "50" in line)
+    assert "50 !" in row and "nan !" not in row
+    note = text[text.index("## convergence") :]
+    assert "in 2 of 4 fits" in note and "R-hat 1.24, bulk ESS 35" in note
+    assert "--draws 8000" in note
+    # one chain's fits: no R-hat (stored as None), only the ESS is flagged
+    records = fake_records(None, short_fit)
+    text = pmdp.examples.study.write_report(study, records, tmp_path)["summary"].read_text()
+    assert "in 1 of 4 fits" in text and "replicate 0: bulk ESS 50)" in text
+    clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
+    assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
+
+
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
     store = FitStore(tmp_path)
     store.claim("regression", {"draws": 20})

@@ -2,8 +2,9 @@
 
 :func:`fit_demo` simulates the data, privatizes it and samples the posterior (with the regression
 study's recommended steps); :func:`demo_summary` is its :func:`arviz.summary` with the true
-values; :func:`save_demo` writes the posterior (netCDF), the summary, the release and ArviZ
-figures. The command line (:mod:`pymc_unbounded_dp.cli`) only prints.
+values; :func:`demo_release` is the release as a :class:`pymc_unbounded_dp.release.Release`;
+:func:`save_demo` writes the posterior (netCDF), the summary, the release file (which
+:func:`pymc_unbounded_dp.release.load` reads) and ArviZ figures. The command line (:mod:`pymc_unbounded_dp.cli`) only prints.
 
 Examples
 --------
@@ -28,7 +29,7 @@ from pymc_unbounded_dp.examples import regression
 from pymc_unbounded_dp.examples.study.base import Fit, posterior_table
 from pymc_unbounded_dp.examples.study.regression import RegressionStudy
 
-__all__ = ["DemoResult", "demo_summary", "fit_demo", "save_demo"]
+__all__ = ["DemoResult", "demo_release", "demo_summary", "fit_demo", "save_demo"]
 
 #: Probability of the demo's equal-tailed intervals.
 PROB = 0.94
@@ -133,9 +134,82 @@ def demo_summary(result: DemoResult) -> pd.DataFrame:
     return table
 
 
+def demo_release(result: DemoResult):
+    """The demo's release as a :class:`pymc_unbounded_dp.release.Release`, the ``release.json``
+    that :func:`pymc_unbounded_dp.release.load` reads.
+
+    Unbounded DP: add/remove neighbours; ``s``, the 9 sums with the demo's ``Laplace(9 /
+    epsilon_s)`` noise (sensitivity 9, share ``epsilon_s``), and ``n``, ``n_dp`` with its discrete
+    Laplace noise (share ``epsilon_n``). Bounded DP: replace-one neighbours and ``n`` public (the
+    true ``n``); the sums carry the same noise, but their sensitivity under replace-one is 15 (the
+    widths of :data:`~pymc_unbounded_dp.examples.regression.STATISTIC_LOWER` to ``UPPER``), so
+    the release states ``epsilon = 15 / scale = 5 epsilon_s / 3``. Each noisy value's ``sampler``
+    says the noise was simulated (seeded NumPy draws), not drawn for publishing.
+
+    Examples
+    --------
+    >>> from pymc_unbounded_dp.examples.demo import fit_demo, demo_release
+    >>> result = fit_demo(draws=20, tune=20, chains=1, n=200, progressbar=False)  # doctest: +SKIP
+    >>> demo_release(result).guarantee  # doctest: +SKIP
+    {'epsilon': 1.5}
+    """
+    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp import release as rl
+
+    release = result.release
+    neighbouring = "replace-one" if result.bounded else "add/remove"
+    sums = rl.Statistic("s", regression.STATISTIC_LOWER, regression.STATISTIC_UPPER)
+    count = rl.Count("n")
+    sensitivity = sums.sensitivity("l1", neighbouring)
+    mechanism = pmdp.Laplace(scale=release.mechanism.scale, sensitivity=sensitivity)
+    simulated = (
+        f"simulated: seeded NumPy draws (pmdp demo --seed {result.seed}), not for publishing"
+    )
+    entries = {
+        "s": rl.Released(
+            name="s",
+            kind="sum",
+            value=np.asarray(release.values, dtype=float),
+            lower=sums.lower,
+            upper=sums.upper,
+            integer=False,
+            sensitivity=sensitivity,
+            mechanism=mechanism,
+            share=mechanism.privacy["epsilon"] if result.bounded else release.epsilon_s,
+            sampler=simulated,
+        )
+    }
+    common = {"name": "n", "kind": "count", "lower": count.lower, "upper": count.upper}
+    if result.bounded:
+        entries["n"] = rl.Released(
+            **common,
+            value=int(release.n),
+            integer=True,
+            sensitivity=0.0,
+            mechanism=None,
+            share=None,
+            sampler="exact (public)",
+        )
+    else:
+        entries["n"] = rl.Released(
+            **common,
+            value=int(release.n_dp),
+            integer=True,
+            sensitivity=count.sensitivity("l1", neighbouring),
+            mechanism=release.n_mechanism,
+            share=release.epsilon_n,
+            sampler=simulated,
+        )
+    budget = sum(e.share for e in entries.values() if e.share is not None)
+    return rl.Release(entries, neighbouring=neighbouring, measure="epsilon", budget=budget)
+
+
 def save_demo(result: DemoResult, folder) -> list[Path]:
-    """Write ``posterior.nc``, ``summary.csv``, ``release.json`` and ``figures/`` (ArviZ
-    :func:`~arviz.plot_posterior` with the true values, :func:`~arviz.plot_trace`) to ``folder``."""
+    """Write ``posterior.nc``, ``summary.csv``, ``release.json`` (:func:`demo_release`, saved
+    with :meth:`~pymc_unbounded_dp.release.Release.save`), ``demo.json`` (how the release was
+    simulated and fitted: the statistics' names, the true ``n``, seed, sampler, time) and
+    ``figures/`` (ArviZ :func:`~arviz.plot_posterior` with the true values,
+    :func:`~arviz.plot_trace`) to ``folder``."""
     import logging
 
     import arviz as az
@@ -153,28 +227,29 @@ def save_demo(result: DemoResult, folder) -> list[Path]:
             "posterior.nc",
             "summary.csv",
             "release.json",
+            "demo.json",
             "figures/posteriors.png",
             "figures/trace.png",
         )
     }
     result.idata.to_netcdf(str(paths["posterior.nc"]), engine="h5netcdf")
     demo_summary(result).to_csv(paths["summary.csv"], index_label="parameter")
-    paths["release.json"].write_text(
+    demo_release(result).save(paths["release.json"])
+    paths["demo.json"].write_text(
         json.dumps(
             {
-                "values": [float(v) for v in release.values],
                 "statistics": list(regression.STATISTIC_NAMES),
-                "n_dp": None if result.bounded else int(release.n_dp),
+                "bounded": result.bounded,
                 "epsilon_s": release.epsilon_s,
                 "epsilon_n": None if result.bounded else release.epsilon_n,
-                "sensitivity": release.sensitivity,
                 "true_n": int(release.n),
                 "seed": result.seed,
-                "sampling_seconds": result.seconds,
                 "sampler": result.sampler,
+                "sampling_seconds": result.seconds,
             },
             indent=1,
         )
+        + "\n"
     )
     shown = ["beta", "tau", *([] if result.bounded else ["n"])]
     truth = regression.regression_truth()

@@ -71,7 +71,9 @@ __all__ = [
     "CLAMP",
     "N_STATISTICS",
     "SENSITIVITY",
+    "STATISTIC_LOWER",
     "STATISTIC_NAMES",
+    "STATISTIC_UPPER",
     "TRUE_BETA",
     "TRUE_MU",
     "TRUE_TAU",
@@ -105,6 +107,12 @@ STATISTIC_NAMES = (
     "sum_x1x2",
     "sum_x2x2",
 )
+
+#: Bounds of one record's 9 statistics (rescaled coordinates in [-1, 1]; squares in [0, 1]), in the
+#: order of :data:`STATISTIC_NAMES`: the ``lower``/``upper`` of the release file
+#: (:class:`pymc_unbounded_dp.release.Statistic`).
+STATISTIC_LOWER = np.array([-1.0, -1.0, -1.0, 0.0, -1.0, -1.0, 0.0, -1.0, 0.0])
+STATISTIC_UPPER = np.ones(N_STATISTICS)
 
 TRUE_MU = np.array([1.0, -1.0])
 TRUE_BETA = np.array([0.0, -1.0, 1.0])

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
+from statistics import NormalDist
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from pymc_unbounded_dp import kernels
@@ -99,7 +101,7 @@ class MCEMState:
         ``"em"`` or ``"simulated"``: the method of the last stage.
     """
 
-    records: kernels.RecordState | None
+    records: kernels.RecordState | None = field(repr=False)
     unconstrained: np.ndarray
     n_samples: int
     parameter_names: tuple[str, ...]
@@ -145,6 +147,27 @@ class MCEMResult:
         depend on the parameters); NaN for EM.
     state : MCEMState
         The last state, to continue the run: ``mcem(model, init=result)``.
+
+    ``print(result)`` shows the method, how the run ended, the estimates with their standard and
+    Monte Carlo errors (the first 8 elements) and the reason, in under 1,000 characters;
+    :meth:`summary` is the full table and :meth:`to_dataframe` the iterations.
+
+    Examples
+    --------
+    >>> import pymc as pm
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model() as model:
+    ...     theta = pm.Beta("theta", 1, 1)
+    ...     x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=40)
+    ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=14.3)
+    >>> fit = pmdp.mcem(model, random_seed=1, progressbar=False)
+    >>> print(fit)  # doctest: +ELLIPSIS
+    MCEMResult(method='em', converged='interior', iterations=14, n_samples=182, ...)
+           estimate        se  mc_error
+    theta     0.356   0.08094  0.001996
+    reason: EM converged after 14 iterations: ...
+    >>> list(fit.summary().columns)
+    ['estimate', 'se', 'lower', 'upper', 'mc_error', 'se_mc_error']
     """
 
     estimate: dict[str, np.ndarray]
@@ -160,3 +183,150 @@ class MCEMResult:
     boundary: Boundary | None
     loglik: float
     state: MCEMState
+
+    def __repr__(self) -> str:
+        labels, columns = _elements(
+            {
+                "estimate": self.estimate,
+                "se": self.standard_error,
+                "mc_error": self.mc_error,
+            }
+        )
+        header = (
+            f"MCEMResult(method={self.method!r}, converged={self.converged.value!r}, "
+            f"iterations={self.history.sizes.get('iteration', 0)}, "
+            f"n_samples={self.state.n_samples}, "
+            f"missing_information={self.missing_information:.3g}"
+            + ("" if np.isnan(self.loglik) else f", loglik={self.loglik:.6g}")
+            + ")"
+        )
+        shown = [_clip_label(label) for label in labels[:_REPR_ROWS]]
+        width = max(len(label) for label in shown) if shown else 0
+        lines = [header, " " * width + "".join(f"{name:>10}" for name in columns)]
+        for i, label in enumerate(shown):
+            lines.append(f"{label:<{width}}" + "".join(f"{v[i]:>10.4g}" for v in columns.values()))
+        if len(labels) > _REPR_ROWS:
+            lines.append(f"... {len(labels) - _REPR_ROWS} more elements: fit.summary()")
+        lines.append(f"reason: {_clip(self.reason, _REASON_WIDTH)}")
+        return "\n".join(lines)
+
+    def summary(self, prob: float = 0.95) -> pd.DataFrame:
+        """The estimates as a table: one row per scalar element of each parameter.
+
+        Parameters
+        ----------
+        prob : float, default 0.95
+            Probability of the Wald interval ``estimate -/+ z se`` (``z`` the normal quantile
+            of ``(1 + prob) / 2``), on the parameter's natural scale: it can reach beyond a
+            bounded parameter's range, and is NaN where the standard error is.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``parameter`` (``"theta"``, ``"beta[1]"``, ``"Phi[0,1]"``: the labels of
+            :attr:`boundary` and of :meth:`to_dataframe`'s columns); columns ``estimate``,
+            ``se`` (:attr:`standard_error`), ``lower``, ``upper`` (the interval), ``mc_error``
+            (:attr:`mc_error`: how far another seed's estimate would be) and ``se_mc_error``
+            (:attr:`standard_error_mc_error`). ``attrs["prob"]`` is ``prob``.
+
+        Examples
+        --------
+        >>> fit.summary().loc["theta", ["estimate", "se"]]  # doctest: +SKIP
+        estimate    0.355955
+        se          0.080940
+        Name: theta, dtype: float64
+        """
+        if isinstance(prob, bool) or not isinstance(prob, int | float) or not 0 < prob < 1:
+            raise ValueError(f"MCEMResult.summary: `prob` must be in (0, 1), got {prob!r}.")
+        labels, columns = _elements(
+            {
+                "estimate": self.estimate,
+                "se": self.standard_error,
+                "mc_error": self.mc_error,
+                "se_mc_error": self.standard_error_mc_error,
+            }
+        )
+        z = NormalDist().inv_cdf((1 + prob) / 2)
+        table = pd.DataFrame(columns, index=pd.Index(labels, name="parameter"))
+        table.insert(2, "lower", table["estimate"] - z * table["se"])
+        table.insert(3, "upper", table["estimate"] + z * table["se"])
+        table.attrs["prob"] = prob
+        return table
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The iterations (:attr:`history`) as a table: one row per iteration.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``iteration`` (1, 2, ...; a continued run's iterations follow those of the
+            run it continued); columns ``method`` and ``n_samples``, then each parameter
+            element (labelled as in :meth:`summary`, natural scale: that iteration's maximiser),
+            then the stopping statistics and diagnostics of :attr:`history` (``mc_error``; EM
+            rows ``distance``, ``complete_loglik``, ``missing_information``,
+            ``refresh_accept_rate``, ``n_mean`` under unbounded DP; simulated-likelihood rows
+            ``simulated_loglik``, ``effective_replicates``; NaN where a row's method has none).
+
+        Examples
+        --------
+        >>> fit.to_dataframe()[["method", "n_samples", "theta"]].tail(2)  # doctest: +SKIP
+                  method  n_samples     theta
+        iteration
+        13            em      146.0  0.355308
+        14            em      182.0  0.356868
+        """
+        history = self.history
+        count = history.sizes.get("iteration", 0)
+        first = [name for name in ("method", "n_samples") if name in history]
+        parameters = [name for name in self.estimate if name in history]
+        rest = [name for name in history.data_vars if name not in (*first, *parameters)]
+        columns = {}
+        for name in (*first, *parameters, *rest):
+            values = history[name].values
+            if values.ndim == 1:
+                columns[name] = values
+                continue
+            labels = _labels(name, values.shape[1:])
+            columns.update(zip(labels, values.reshape(count, -1).T, strict=True))
+        index = pd.Index(history["iteration"].values, name="iteration")
+        return pd.DataFrame(columns, index=index)
+
+
+#: ``repr(MCEMResult)``: at most this many parameter elements, labels and reason cut to these
+#: widths (so it stays under 1,000 characters for any model).
+_REPR_ROWS = 8
+_LABEL_WIDTH = 20
+_REASON_WIDTH = 160
+
+
+def _labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """``name`` for a scalar, ``name[i]`` / ``name[i,j]`` for the elements of an array (the
+    labels of :attr:`MCEMResult.boundary`)."""
+    if not shape:
+        return [name]
+    return [f"{name}[{','.join(map(str, index))}]" for index in np.ndindex(*shape)]
+
+
+def _elements(fields: dict[str, dict[str, np.ndarray]]) -> tuple[list[str], dict]:
+    """The element labels of the parameters of ``fields["estimate"]`` and each field's values
+    flattened in that order (C order within a parameter, as :attr:`MCEMResult.covariance`)."""
+    estimate = fields["estimate"]
+    labels = [label for name, v in estimate.items() for label in _labels(name, np.shape(v))]
+    columns = {
+        key: np.concatenate(
+            [np.ravel(np.asarray(values[name], dtype=float)) for name in estimate] or [[]]
+        )
+        for key, values in fields.items()
+    }
+    return labels, columns
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _clip_label(label: str) -> str:
+    """``label`` in at most ``_LABEL_WIDTH`` characters, its index kept (``a_long_na...[4,9]``)."""
+    name, bracket, index = label.partition("[")
+    kept = _clip(name, max(_LABEL_WIDTH - len(bracket + index), 6)) + bracket + index
+    return _clip(kept, 2 * _LABEL_WIDTH)

@@ -338,6 +338,7 @@ class PosteriorWorkload(Workload):
                         "width": upper - lower,
                         "ess_bulk": row["ess_bulk"],
                         "r_hat": row["r_hat"],
+                        "chains": record["draws"][0],
                         "seconds": record["seconds"],
                     }
                 )

@@ -24,9 +24,44 @@ import pandas as pd
 
 from pymc_unbounded_dp.examples.study.base import jsonable
 
-__all__ = ["coverage_table", "markdown", "mean_table", "write_report"]
+__all__ = [
+    "ESS_PER_CHAIN",
+    "R_HAT_MAX",
+    "convergence_flags",
+    "coverage_table",
+    "markdown",
+    "mean_table",
+    "write_report",
+]
 
 _GRID = ["epsilon_s", "variant", "epsilon_n"]
+#: The printed tables flag an R-hat above this (rank-normalised split R-hat; ArviZ's convention,
+#: Vehtari et al. 2021) ...
+R_HAT_MAX = 1.01
+#: ... or a bulk ESS below this many per chain (Vehtari et al. 2021: 100 per chain).
+ESS_PER_CHAIN = 100
+#: The mark of a flagged value in a printed table.
+FLAG = "!"
+
+
+def convergence_flags(table: pd.DataFrame, chains) -> pd.DataFrame:
+    """Which rows of ``table`` (columns ``r_hat``, ``ess_bulk``) fail the convergence thresholds:
+    ``r_hat > R_HAT_MAX`` or ``ess_bulk < ESS_PER_CHAIN * chains`` (``chains`` a number or a
+    column). NaN (one chain, or a parameter that never moves) is not flagged.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"r_hat": [1.0, 1.24], "ess_bulk": [900.0, 150.0]}, index=["a", "n"])
+    >>> convergence_flags(table, chains=2)
+       r_hat  ess_bulk
+    a  False     False
+    n   True      True
+    """
+    r_hat, ess = (pd.to_numeric(table[column]).astype(float) for column in ("r_hat", "ess_bulk"))
+    return pd.DataFrame(
+        {"r_hat": r_hat > R_HAT_MAX, "ess_bulk": ess < ESS_PER_CHAIN * chains}, index=table.index
+    )
 
 
 def _grid(per_fit: pd.DataFrame) -> pd.DataFrame:
@@ -116,8 +151,10 @@ def write_report(
         + (f"; this run: {elapsed / 60:.1f} min wall." if elapsed is not None else "."),
         "",
     ]
+    flagged = _flagged(per_fit)
     for title, table in study.tables(records).items():
-        lines += [f"## {title}", "", markdown(table), ""]
+        lines += [f"## {title}", "", markdown(_marked(table, flagged)), ""]
+    lines += _convergence_note(study, per_fit, flagged)
     paths["summary"].write_text("\n".join(lines))
     figure = coverage_figure(per_fit) if "covered" in per_fit else None
     if figure is not None:
@@ -125,6 +162,71 @@ def write_report(
         paths["figure"].parent.mkdir(exist_ok=True)
         figure.savefig(paths["figure"], dpi=90)
     return paths
+
+
+def _flagged(per_fit: pd.DataFrame) -> pd.DataFrame:
+    """The fits' rows (grid labelled as in the tables) whose r_hat or ESS is flagged, with the
+    flags; empty for studies without these diagnostics (mcem)."""
+    if not {"r_hat", "ess_bulk", "chains"} <= set(per_fit):
+        return pd.DataFrame()
+    per_fit = per_fit.astype({"r_hat": float, "ess_bulk": float})  # stored NaN is None
+    flags = convergence_flags(per_fit, per_fit["chains"])
+    frame = _labelled(_grid(per_fit).set_index(_GRID)).assign(
+        flag_r_hat=flags["r_hat"].to_numpy(), flag_ess_bulk=flags["ess_bulk"].to_numpy()
+    )
+    return frame[frame["flag_r_hat"] | frame["flag_ess_bulk"]]
+
+
+def _marked(table: pd.DataFrame, flagged: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each flagged ``"r_hat <parameter>"``/``"ess_bulk <parameter>"`` mean marked
+    ``!`` (the column then printed as text, 4 significant digits)."""
+    if flagged.empty:
+        return table
+    table = table.copy()
+    for column in table.columns:
+        stat, _, label = str(column).partition(" ")
+        if stat not in ("r_hat", "ess_bulk"):
+            continue
+        bad = flagged[flagged["parameter"] == label]
+        bad = set(map(tuple, bad.loc[bad[f"flag_{stat}"], _GRID].to_numpy().tolist()))
+        if not bad:
+            continue
+        keys = map(tuple, table[_GRID].to_numpy().tolist())
+        table[column] = [
+            f"{value:.4g}" + (f" {FLAG}" if key in bad else "")
+            for key, value in zip(keys, table[column], strict=True)
+        ]
+    return table
+
+
+def _convergence_note(study, per_fit: pd.DataFrame, flagged: pd.DataFrame) -> list[str]:
+    """A short section naming the fits whose chains are too short, and how to run longer."""
+    if flagged.empty:
+        return []
+    fit_keys = [*_GRID, "replicate"]
+    fits, total = (len(frame[fit_keys].drop_duplicates()) for frame in (flagged, per_fit))
+    worst = flagged.sort_values(["r_hat", "ess_bulk"], ascending=[False, True]).iloc[0]
+    eps_n = "" if worst["epsilon_n"] == "-" else f", epsilon_n {worst['epsilon_n']}"
+    values = ", ".join(
+        ([f"R-hat {worst['r_hat']:.3g}"] if worst["flag_r_hat"] else [])
+        + ([f"bulk ESS {worst['ess_bulk']:.0f}"] if worst["flag_ess_bulk"] else [])
+    )
+    longer = (
+        f"--draws {4 * study.draws} --tune {2 * study.tune}"
+        if hasattr(study, "draws") and hasattr(study, "tune")
+        else "more --draws and --tune"
+    )
+    return [
+        "## convergence",
+        "",
+        f"{FLAG} R-hat above {R_HAT_MAX} or bulk ESS below {ESS_PER_CHAIN} per chain in {fits} of "
+        f"{total} fits (marked {FLAG} where a table shows it; worst: {worst['parameter']} "
+        f"of {worst['variant']}, epsilon_s {worst['epsilon_s']}{eps_n}, replicate "
+        f"{worst['replicate']}: {values}). "
+        "These chains are too short for reliable intervals: run longer, e.g. with "
+        f"`{longer}` and a new `--out`.",
+        "",
+    ]
 
 
 def coverage_figure(per_fit: pd.DataFrame):
