@@ -666,12 +666,17 @@ def PrivatizedSum(
         :func:`pymc_unbounded_dp.release.from_opendp`; a measurement states no sensitivity, so
         the sensitivity check is skipped: pass ``from_opendp(measurement, sensitivity=...)`` to
         have it checked).
-    observed : array_like or pm.Data
-        The released value, shaped like ``statistic[0]``.
+    observed : array_like, pandas.Series, pandas.DataFrame, xarray.DataArray or pm.Data
+        The released value, shaped like ``statistic[0]`` up to axes of length 1 (a length-1
+        Series for a scalar release, a one-column DataFrame for a vector one, as PyMC takes an
+        observed value). A ``pm.Data`` container must have the release's shape.
     dims : str or tuple of str, optional
-        Names of the release's axes, as for any PyMC variable (declare their ``coords`` in the
-        model); they label the release in ``observed_data``, predictive draws and the
-        log-likelihood.
+        Names of the release's axes, as for any PyMC variable; they label the release in
+        ``observed_data``, predictive draws and the log-likelihood. A dim the model does not
+        declare takes its coordinates from the labels of a pandas or xarray ``observed`` (the
+        index, then a DataFrame's columns, as ``pm.Data(..., infer_dims_and_coords=True)``);
+        a dim declared with other labels is refused. Without ``dims`` the labels are dropped,
+        as PyMC drops them from an observed value.
     neighbouring : {"add/remove", "replace-one"}, default "add/remove"
         The neighbouring relation of the release's guarantee: add/remove (data sets that differ by
         one person's record; the paper's convention, for bounded and unbounded DP alike) or
@@ -726,6 +731,20 @@ def PrivatizedSum(
     ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
     ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
     ...                            observed=[4.1, 98.0])
+
+    A pandas Series labels the release through ``dims``:
+
+    >>> import pandas as pd
+    >>> released = pd.Series([12.3, 30.1], index=pd.Index(["sum", "sum_sq"], name="stat"))
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=20)
+    ...     clamped = pt.clip(x, -3, 3)
+    ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+    ...                            observed=released, dims="stat")
+    >>> model.coords["stat"]
+    ('sum', 'sum_sq')
     """
     owner = f"PrivatizedSum({name!r})"
     model = modelcontext(model)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._keywords import check_keywords
 from pymc_unbounded_dp.steps import augmentation_step
 from pymc_unbounded_dp.sums import (
     LATENT_SUM_ROLE,
@@ -22,6 +24,10 @@ from pymc_unbounded_dp.sums import (
 __all__ = ["sample"]
 
 _STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
+
+#: What ``pm.sample`` takes through its ``**kwargs`` besides step options by step name:
+#: ``target_accept`` (NUTS's) and, on PyMC 5, ``start`` (the old name of ``initvals``).
+_PM_SAMPLE_EXTRAS = {"target_accept"} | ({"start"} if pm.__version__.startswith("5.") else set())
 
 
 def sample(
@@ -120,6 +126,7 @@ def sample(
     ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
     ...     idata = pmdp.sample(draws=100, tune=100, chains=2, random_seed=1, progressbar=False)
     """
+    _check_sample_keywords(kwargs)
     model = modelcontext(model)
     if nuts_sampler != "pymc":
         raise ValueError(
@@ -171,6 +178,24 @@ def sample(
     result = _tidy(result, compiled, keep_records)
     _record_level(result, compiled, step)
     return result
+
+
+def _check_sample_keywords(kwargs: dict) -> None:
+    """Refuse a keyword that neither :func:`sample` nor ``pm.sample`` takes, naming it (PyMC
+    would take it for a step's options and answer about ``step_kwargs`` and ``nuts``)."""
+
+    def named(function) -> list[str]:
+        parameters = inspect.signature(function).parameters.items()
+        return [k for k, p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
+
+    steps = {cls.name for cls in pm.step_methods.STEP_METHODS}
+    check_keywords(
+        "pmdp.sample()",
+        kwargs,
+        [*named(sample), *named(pm.sample), *steps, *_PM_SAMPLE_EXTRAS],
+        "It takes its own arguments, pm.sample's, and a step's options by the step's name "
+        "(e.g. nuts={'target_accept': 0.9}).",
+    )
 
 
 def _accuracy(law, posterior):
