@@ -21,7 +21,7 @@ from pymc_unbounded_dp.sums import (
     total_names,
 )
 
-__all__ = ["sample"]
+__all__ = ["sample", "stack_log_likelihood"]
 
 _STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
 
@@ -177,6 +177,89 @@ def sample(
         return result
     result = _tidy(result, compiled, keep_records)
     _record_level(result, compiled, step)
+    return result
+
+
+def stack_log_likelihood(idata, *, var_name: str = "releases", dim: str = "release"):
+    """The releases' log-likelihood as one pointwise array: each released number one point.
+
+    :func:`sample` with ``idata_kwargs={"log_likelihood": True}`` gives one variable per release
+    in the ``log_likelihood`` group (``s``, ``n_dp``, ...), where ArviZ's ``loo`` and ``compare``
+    want one (or ``var_name=``, which leaves out all but one release). This stacks them: every
+    released number (each coordinate of each ``PrivatizedSum``, each ``n_dp``) becomes one
+    point along ``dim``, labelled ``"s[north]"`` (the release's coordinates) or ``"n_dp"``, in
+    the order of the releases' names, so that ``az.loo(stacked)`` and ``az.compare`` work
+    without ``var_name``.
+
+    The values are those of the group: per draw, ``log eta(s_dp - T)`` of each released number
+    given that draw's latent totals ``T`` (the imputed records' sums, or the sums level's latent
+    sums) and ``log eta_n(n_dp - n)`` given its ``n``. Given the latent data the releases are
+    independent (the noise is drawn independently per number), which is what PSIS-LOO needs:
+    the point of ``s[north]`` estimates ``log p(s_dp[north] | every other released number)``,
+    the density of that release predicted from the others, with the records (not only the
+    parameters) re-inferred without it. See ``docs/samplers.md`` for when this is informative.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        A result of :func:`sample` with a ``log_likelihood`` group.
+    var_name : str, default "releases"
+        Name of the stacked variable.
+    dim : str, default "release"
+        Name of its pointwise dimension.
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        A copy of ``idata`` whose ``log_likelihood`` group holds only ``var_name``, with dims
+        ``(chain, draw, dim)``; ``idata`` itself is unchanged.
+
+    Examples
+    --------
+    >>> import arviz as az
+    >>> import pymc as pm, pytensor.tensor as pt
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model(coords={"stat": ["sum", "sum_sq"]}):
+    ...     mu = pm.Normal("mu", 0, 2)
+    ...     n = pmdp.SampleSize("n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
+    ...     clamped = pt.clip(x, -3, 3)
+    ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+    ...                            observed=[21.0, 75.0], dims="stat")
+    ...     idata = pmdp.sample(draws=100, tune=100, chains=2, random_seed=1, progressbar=False,
+    ...                         compute_convergence_checks=False,
+    ...                         idata_kwargs={"log_likelihood": True})
+    >>> stacked = pmdp.stack_log_likelihood(idata)
+    >>> [str(label) for label in stacked["log_likelihood"]["release"].values]
+    ['n_dp', 's[sum]', 's[sum_sq]']
+    >>> loo = az.loo(stacked)  # three points: one per released number
+    """
+    log_likelihood = _group(idata, "log_likelihood")
+    if log_likelihood is None or not log_likelihood.data_vars:
+        raise ValueError(
+            "stack_log_likelihood: `idata` has no log_likelihood group; sample with "
+            "pmdp.sample(..., idata_kwargs={'log_likelihood': True})."
+        )
+    arrays, labels = [], []
+    for name in sorted(log_likelihood.data_vars):
+        array = log_likelihood[name]
+        points = [d for d in array.dims if d not in ("chain", "draw")]
+        values = array.transpose("chain", "draw", *points).values
+        arrays.append(values.reshape(*values.shape[:2], -1))
+        if arrays[-1].shape[-1] == 1:
+            labels.append(name)
+            continue
+        axes = [array[d].values if d in array.coords else range(array.sizes[d]) for d in points]
+        for index in np.ndindex(*(len(axis) for axis in axes)):
+            labels.append(f"{name}[{', '.join(str(a[i]) for a, i in zip(axes, index))}]")
+    stacked = xr.DataArray(
+        np.concatenate(arrays, axis=-1),
+        dims=("chain", "draw", dim),
+        coords={"chain": log_likelihood["chain"], "draw": log_likelihood["draw"], dim: labels},
+    )
+    result = idata.copy()
+    _set_group(result, "log_likelihood", xr.Dataset({var_name: stacked}))
     return result
 
 
