@@ -95,10 +95,14 @@ def sample(
     **kwargs
         Passed on to :func:`pymc.sample` (``progressbar``, ``idata_kwargs``,
         ``compute_convergence_checks``, ...), including step arguments by step name such as
-        ``nuts={"target_accept": 0.9}``, and ``target_accept`` as ``pm.sample`` takes it.
-        ``idata_kwargs={"log_likelihood": True}`` adds a ``log_likelihood`` group: per draw, the
-        log-density of every released value given that draw's imputed records and ``n`` (for
-        ArviZ's ``loo``/``waic`` over the releases), recorded while sampling.
+        ``nuts={"target_accept": 0.9}``, and ``target_accept`` as ``pm.sample`` takes it. Any
+        other keyword is refused with a ``TypeError`` naming it and the closest valid one.
+        ``idata_kwargs={"log_likelihood": True}`` adds a ``log_likelihood`` group, recorded while
+        sampling: per draw, the log-density of every released number given that draw's latent
+        data (the imputed records' sums, or the sums level's latent sums) and ``n``; one
+        variable per release. :func:`stack_log_likelihood` makes every released number one
+        point, for ``az.loo`` and ``az.compare`` (``docs/samplers.md`` says what that LOO
+        estimates, and when it is not informative).
 
     Returns
     -------
