@@ -25,9 +25,20 @@ __all__ = ["sample", "stack_log_likelihood"]
 
 _STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
 
-#: What ``pm.sample`` takes through its ``**kwargs`` besides step options by step name:
-#: ``target_accept`` (NUTS's) and, on PyMC 5, ``start`` (the old name of ``initvals``).
-_PM_SAMPLE_EXTRAS = {"target_accept"} | ({"start"} if pm.__version__.startswith("5.") else set())
+
+def _named_parameters(function) -> frozenset[str]:
+    parameters = inspect.signature(function).parameters.items()
+    return frozenset(k for k, p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD)
+
+
+#: The keywords ``pm.sample`` takes besides step options by step name: its own parameters (read
+#: from PyMC's ``pm.sample`` at import), ``target_accept`` (NUTS's, through its ``**kwargs``)
+#: and, on PyMC 5, ``start`` (the old name of ``initvals``).
+_PM_SAMPLE_KEYWORDS = (
+    _named_parameters(pm.sample)
+    | {"target_accept"}
+    | ({"start"} if pm.__version__.startswith("5.") else set())
+)
 
 
 def sample(
@@ -271,15 +282,11 @@ def _check_sample_keywords(kwargs: dict) -> None:
     """Refuse a keyword that neither :func:`sample` nor ``pm.sample`` takes, naming it (PyMC
     would take it for a step's options and answer about ``step_kwargs`` and ``nuts``)."""
 
-    def named(function) -> list[str]:
-        parameters = inspect.signature(function).parameters.items()
-        return [k for k, p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD]
-
     steps = {cls.name for cls in pm.step_methods.STEP_METHODS}
     check_keywords(
         "pmdp.sample()",
         kwargs,
-        [*named(sample), *named(pm.sample), *steps, *_PM_SAMPLE_EXTRAS],
+        [*_named_parameters(sample), *_PM_SAMPLE_KEYWORDS, *steps],
         "It takes its own arguments, pm.sample's, and a step's options by the step's name "
         "(e.g. nuts={'target_accept': 0.9}).",
     )
