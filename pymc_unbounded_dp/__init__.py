@@ -48,7 +48,7 @@ from pymc_unbounded_dp.mechanisms import (
     Tulap,
 )
 from pymc_unbounded_dp.predictive import sample_posterior_predictive, sample_prior_predictive
-from pymc_unbounded_dp.sampling import sample
+from pymc_unbounded_dp.sampling import sample, stack_log_likelihood
 from pymc_unbounded_dp.sensitivity import SensitivityWarning
 from pymc_unbounded_dp.steps import DataAugmentation, ReversibleJump
 
@@ -80,5 +80,6 @@ __all__ = [
     "sample",
     "sample_posterior_predictive",
     "sample_prior_predictive",
+    "stack_log_likelihood",
 ]
 __version__ = "0.1.0"

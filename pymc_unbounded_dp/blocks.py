@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from dataclasses import replace as replace_fields
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytensor
 import pytensor.tensor as pt
+import xarray as xr
 from pymc.distributions.shape_utils import change_dist_size
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
@@ -385,10 +387,11 @@ def _check_unregistered_dist(dist, model: pm.Model, owner: str, argument: str) -
 
 
 def _check_observed(observed, owner: str, argument: str = "observed") -> np.ndarray:
-    """The released value(s) ``observed`` (a number, an array or a ``pm.Data`` container) as a
-    float array; refused, naming ``argument``, if missing, masked, not numeric or not finite."""
+    """The released value(s) ``observed`` (a number, an array, a pandas Series or DataFrame, an
+    xarray DataArray or a ``pm.Data`` container) as a float array; refused, naming ``argument``,
+    if missing, masked, not numeric or not finite."""
     label = _label(observed, argument)
-    value = observed
+    value = _plain_values(observed)
     if isinstance(observed, SharedVariable):
         value = observed.get_value()
     elif isinstance(observed, TensorConstant):
@@ -430,10 +433,58 @@ def _check_observed(observed, owner: str, argument: str = "observed") -> np.ndar
 
 
 def _label(observed, argument: str) -> str:
-    """How a message names the argument: ```observed``` or ```observed`` (pm.Data 's_dp')`."""
+    """How a message names the argument: ```observed```, ```observed`` (pm.Data 's_dp')` or
+    ```observed`` (pandas Series 's_dp')`."""
     if isinstance(observed, SharedVariable):
         return f"`{argument}` (pm.Data {observed.name!r})"
+    if isinstance(observed, pd.Series | pd.DataFrame | xr.DataArray):
+        kind = "xarray" if isinstance(observed, xr.DataArray) else "pandas"
+        name = getattr(observed, "name", None)
+        named = "" if name is None else f" {name!r}"
+        return f"`{argument}` ({kind} {type(observed).__name__}{named})"
     return f"`{argument}`"
+
+
+def _plain_values(observed):
+    """``observed`` without its pandas or xarray wrapper (a missing value becomes NaN)."""
+    if isinstance(observed, xr.DataArray):
+        return observed.to_numpy()
+    if isinstance(observed, pd.Series | pd.DataFrame):
+        dtypes = [observed.dtype] if isinstance(observed, pd.Series) else list(observed.dtypes)
+        if dtypes and all(
+            pd.api.types.is_numeric_dtype(d) and not pd.api.types.is_bool_dtype(d) for d in dtypes
+        ):
+            return observed.to_numpy(dtype=float, na_value=np.nan)
+        return observed.to_numpy()
+    return observed
+
+
+def _observed_labels(observed) -> tuple[tuple | None, ...] | None:
+    """The labels along each axis of a pandas or xarray ``observed`` (``None`` for an axis with
+    none: a default ``RangeIndex``, an xarray dimension without coordinate), or ``None`` for an
+    input that has no axes to label (a number, an array, a ``pm.Data`` container)."""
+    if isinstance(observed, xr.DataArray):
+        return tuple(
+            tuple(observed[d].to_index().tolist()) if d in observed.coords else None
+            for d in observed.dims
+        )
+    if isinstance(observed, pd.Series | pd.DataFrame):
+        axes = [observed.index] + ([observed.columns] if isinstance(observed, pd.DataFrame) else [])
+        return tuple(
+            None
+            if isinstance(axis, pd.RangeIndex) and axis.start == 0 and axis.step == 1
+            else tuple(axis.tolist())
+            for axis in axes
+        )
+    return None
+
+
+def _same_values_reshaped(array: np.ndarray, shape: tuple[int, ...]) -> bool:
+    """Whether ``array`` holds one number per coordinate of ``shape`` in the same order, up to
+    axes of length 1 (a length-1 Series for a scalar, a one-column DataFrame for a vector)."""
+    return array.size == math.prod(shape) and [d for d in array.shape if d != 1] == [
+        d for d in shape if d != 1
+    ]
 
 
 def _check_release_value(
@@ -442,12 +493,21 @@ def _check_release_value(
     """``observed`` checked as the release of a value of ``shape`` by ``mechanism``."""
     array = _check_observed(observed, owner, argument)
     label = _label(observed, argument)
+    # Axes of length 1 are dropped or added, as PyMC broadcasts an observed value; a pm.Data
+    # container keeps its shape (pm.set_data), so it must have the release's own.
+    if not isinstance(observed, SharedVariable) and _same_values_reshaped(array, shape):
+        array = array.reshape(shape)
     if array.shape != shape:
         what = "a scalar" if shape == () else f"shape {shape}"
+        hint = (
+            " A pm.Data container keeps its shape: make it from an array of the release's shape."
+            if isinstance(observed, SharedVariable) and _same_values_reshaped(array, shape)
+            else ""
+        )
         raise ValueError(
             f"{owner}: {label} has shape {array.shape} but the released value is {what}: "
             "one number per coordinate of one record's statistic (the statistic is summed over "
-            "the record axis)."
+            f"the record axis).{hint}"
         )
     if mechanism.discrete and np.any(array != np.round(array)):
         raise ValueError(
@@ -727,12 +787,17 @@ def PrivatizedSum(
         :func:`pymc_unbounded_dp.release.from_opendp`; a measurement states no sensitivity, so
         the sensitivity check is skipped: pass ``from_opendp(measurement, sensitivity=...)`` to
         have it checked).
-    observed : array_like or pm.Data
-        The released value, shaped like ``statistic[0]``.
+    observed : array_like, pandas.Series, pandas.DataFrame, xarray.DataArray or pm.Data
+        The released value, shaped like ``statistic[0]`` up to axes of length 1 (a length-1
+        Series for a scalar release, a one-column DataFrame for a vector one, as PyMC takes an
+        observed value). A ``pm.Data`` container must have the release's shape.
     dims : str or tuple of str, optional
-        Names of the release's axes, as for any PyMC variable (declare their ``coords`` in the
-        model); they label the release in ``observed_data``, predictive draws and the
-        log-likelihood.
+        Names of the release's axes, as for any PyMC variable; they label the release in
+        ``observed_data``, predictive draws and the log-likelihood. A dim the model does not
+        declare takes its coordinates from the labels of a pandas or xarray ``observed`` (the
+        index, then a DataFrame's columns, as ``pm.Data(..., infer_dims_and_coords=True)``);
+        a dim declared with other labels is refused. Without ``dims`` the labels are dropped,
+        as PyMC drops them from an observed value.
     neighbouring : {"add/remove", "replace-one"}, default "add/remove"
         The neighbouring relation of the release's guarantee: add/remove (data sets that differ by
         one person's record; the paper's convention, for bounded and unbounded DP alike) or
@@ -787,6 +852,20 @@ def PrivatizedSum(
     ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
     ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
     ...                            observed=[4.1, 98.0])
+
+    A pandas Series labels the release through ``dims``:
+
+    >>> import pandas as pd
+    >>> released = pd.Series([12.3, 30.1], index=pd.Index(["sum", "sum_sq"], name="stat"))
+    >>> with pm.Model() as model:
+    ...     mu = pm.Normal("mu", 0, 1)
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=20)
+    ...     clamped = pt.clip(x, -3, 3)
+    ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+    ...                            observed=released, dims="stat")
+    >>> model.coords["stat"]
+    ('sum', 'sum_sq')
     """
     owner = f"PrivatizedSum({name!r})"
     model = modelcontext(model)
@@ -808,9 +887,10 @@ def PrivatizedSum(
                 "mechanism (Laplace, Gaussian)."
             )
     observed_array = _check_release_value(observed, shape, mechanism, owner, "observed")
+    dims = _check_dims(dims, shape, owner, model=model)
+    coords = _release_coords(observed, dims, shape, model, owner)
     if not isinstance(observed, SharedVariable):  # a pm.Data container stays one (pm.set_data)
         observed = observed_array.astype(np.int64) if mechanism.discrete else observed_array
-    dims = _check_dims(dims, shape, owner)
     # Last, once every argument is valid: a warning turned into an error leaves no half-built model.
     neighbouring = _check_sensitivity(
         statistic,
@@ -823,6 +903,8 @@ def PrivatizedSum(
     )
     if statistic.dtype == "bool":
         statistic = statistic.astype("int64")
+    for dim, values in coords.items():
+        model.add_coord(dim, values)
     release = _register_release(model, name, statistic.sum(axis=0), mechanism, observed, dims=dims)
     blocks.sums.append(
         SumSpec(
@@ -964,7 +1046,11 @@ def _unbounded_message(bounds: Range, blocks: ModelBlocks, kind: str, mechanism,
     )
 
 
-def _check_dims(dims, shape: tuple[int, ...], owner: str, what: str = "the release"):
+def _check_dims(
+    dims, shape: tuple[int, ...], owner: str, what: str = "the release", model=None
+) -> tuple[str, ...] | None:
+    """``dims`` as a tuple naming each axis of ``shape``; with ``model``, the lengths of the
+    dims it declares must match."""
     if dims is None:
         return None
     dims = (dims,) if isinstance(dims, str) else tuple(dims)
@@ -973,7 +1059,55 @@ def _check_dims(dims, shape: tuple[int, ...], owner: str, what: str = "the relea
             f"{owner}: `dims`={dims} must name each of the {len(shape)} axes of {what} (shape "
             f"{shape}) with a string."
         )
+    for dim, length in zip(dims, shape):
+        declared = _declared_length(model, dim) if model is not None else None
+        if declared is not None and declared != length:
+            raise ValueError(
+                f"{owner}: `dims` names axis {dims.index(dim)} of {what} {dim!r}, which the "
+                f"model declares with {declared} coordinates, but that axis has length {length}."
+            )
     return dims
+
+
+def _declared_length(model: pm.Model, dim: str) -> int | None:
+    """The length of ``dim`` in ``model`` (``None`` if it is not declared, or not known now)."""
+    if model.coords.get(dim) is not None:
+        return len(model.coords[dim])
+    length = model.dim_lengths.get(dim)
+    return int(length.get_value()) if isinstance(length, SharedVariable) else None
+
+
+def _release_coords(observed, dims, shape: tuple[int, ...], model: pm.Model, owner: str) -> dict:
+    """The coordinates the labels of a pandas or xarray ``observed`` give to ``dims``.
+
+    As ``pm.Data(..., dims=..., infer_dims_and_coords=True)`` does: the index (then a DataFrame's
+    columns; an xarray DataArray's coordinates) labels the release's axes in order. A dim the
+    model does not declare yet gets those labels as its coordinates (returned, for the caller to
+    add once the release is valid; ``0, 1, ...`` for a default index). A dim the model declares
+    with other labels is refused: the released numbers would be matched to the wrong labels.
+    """
+    labels = _observed_labels(observed)
+    if dims is None or labels is None:
+        return {}
+    source = np.shape(_plain_values(observed))
+    if source != shape:  # axes of length 1 dropped or added: the others keep their labels
+        kept = iter([axis for axis, length in zip(labels, source) if length != 1])
+        labels = tuple(next(kept) if length != 1 else None for length in shape)
+    coords = {}
+    for dim, axis, length in zip(dims, labels, shape):
+        if dim not in model.dim_lengths:
+            coords[dim] = axis if axis is not None else tuple(range(length))
+            continue
+        declared = model.coords.get(dim)
+        if axis is not None and declared is not None and list(axis) != list(declared):
+            shown = ", ".join(repr(v) for v in axis[:4]) + (", ..." if len(axis) > 4 else "")
+            raise ValueError(
+                f"{owner}: the labels of {_label(observed, 'observed')} along {dim!r} ({shown}) "
+                f"are not the model's coords[{dim!r}]; the released numbers would be matched to "
+                f"the wrong labels. Reorder them, e.g. observed.reindex(model.coords[{dim!r}]), "
+                "or pass the values without labels (observed.to_numpy())."
+            )
+    return coords
 
 
 def _statistic_records(statistic, blocks: ModelBlocks, owner: str) -> list[RecordsSpec]:
@@ -1291,9 +1425,17 @@ def _check_n_dp(n_dp, mechanism: Mechanism, owner: str) -> float:
     """The released count ``n_dp`` as a float, checked."""
     value = _check_observed(n_dp, owner, "n_dp")
     label = _label(n_dp, "n_dp")
+    if value.size == 1 and not isinstance(n_dp, SharedVariable):  # [57], a length-1 Series
+        value = value.reshape(())
     if value.shape != ():
+        hint = (
+            " A pm.Data container keeps its shape: make it from the number itself."
+            if value.size == 1
+            else ""
+        )
         raise ValueError(
-            f"{owner}: {label} must be one number (the released count), got shape {value.shape}."
+            f"{owner}: {label} must be one number (the released count), got shape "
+            f"{value.shape}.{hint}"
         )
     value = float(value)
     if abs(value) > _MAX_N_DP:

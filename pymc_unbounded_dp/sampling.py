@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -11,6 +12,7 @@ from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._keywords import check_keywords
 from pymc_unbounded_dp.steps import augmentation_step
 from pymc_unbounded_dp.sums import (
     LATENT_SUM_ROLE,
@@ -19,9 +21,24 @@ from pymc_unbounded_dp.sums import (
     total_names,
 )
 
-__all__ = ["sample"]
+__all__ = ["sample", "stack_log_likelihood"]
 
 _STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
+
+
+def _named_parameters(function) -> frozenset[str]:
+    parameters = inspect.signature(function).parameters.items()
+    return frozenset(k for k, p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD)
+
+
+#: The keywords ``pm.sample`` takes besides step options by step name: its own parameters (read
+#: from PyMC's ``pm.sample`` at import), ``target_accept`` (NUTS's, through its ``**kwargs``)
+#: and, on PyMC 5, ``start`` (the old name of ``initvals``).
+_PM_SAMPLE_KEYWORDS = (
+    _named_parameters(pm.sample)
+    | {"target_accept"}
+    | ({"start"} if pm.__version__.startswith("5.") else set())
+)
 
 
 def sample(
@@ -89,10 +106,14 @@ def sample(
     **kwargs
         Passed on to :func:`pymc.sample` (``progressbar``, ``idata_kwargs``,
         ``compute_convergence_checks``, ...), including step arguments by step name such as
-        ``nuts={"target_accept": 0.9}``, and ``target_accept`` as ``pm.sample`` takes it.
-        ``idata_kwargs={"log_likelihood": True}`` adds a ``log_likelihood`` group: per draw, the
-        log-density of every released value given that draw's imputed records and ``n`` (for
-        ArviZ's ``loo``/``waic`` over the releases), recorded while sampling.
+        ``nuts={"target_accept": 0.9}``, and ``target_accept`` as ``pm.sample`` takes it. Any
+        other keyword is refused with a ``TypeError`` naming it and the closest valid one.
+        ``idata_kwargs={"log_likelihood": True}`` adds a ``log_likelihood`` group, recorded while
+        sampling: per draw, the log-density of every released number given that draw's latent
+        data (the imputed records' sums, or the sums level's latent sums) and ``n``; one
+        variable per release. :func:`stack_log_likelihood` makes every released number one
+        point, for ``az.loo`` and ``az.compare`` (``docs/samplers.md`` says what that LOO
+        estimates, and when it is not informative).
 
     Returns
     -------
@@ -120,6 +141,7 @@ def sample(
     ...     _ = pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=20.4)
     ...     idata = pmdp.sample(draws=100, tune=100, chains=2, random_seed=1, progressbar=False)
     """
+    _check_sample_keywords(kwargs)
     model = modelcontext(model)
     if nuts_sampler != "pymc":
         raise ValueError(
@@ -171,6 +193,103 @@ def sample(
     result = _tidy(result, compiled, keep_records)
     _record_level(result, compiled, step)
     return result
+
+
+def stack_log_likelihood(idata, *, var_name: str = "releases", dim: str = "release"):
+    """The releases' log-likelihood as one pointwise array: each released number one point.
+
+    :func:`sample` with ``idata_kwargs={"log_likelihood": True}`` gives one variable per release
+    in the ``log_likelihood`` group (``s``, ``n_dp``, ...), where ArviZ's ``loo`` and ``compare``
+    want one (or ``var_name=``, which leaves out all but one release). This stacks them: every
+    released number (each coordinate of each ``PrivatizedSum``, each ``n_dp``) becomes one
+    point along ``dim``, labelled ``"s[north]"`` (the release's coordinates) or ``"n_dp"``, in
+    the order of the releases' names, so that ``az.loo(stacked)`` and ``az.compare`` work
+    without ``var_name``.
+
+    The values are those of the group: per draw, ``log eta(s_dp - T)`` of each released number
+    given that draw's latent totals ``T`` (the imputed records' sums, or the sums level's latent
+    sums) and ``log eta_n(n_dp - n)`` given its ``n``. Given the latent data the releases are
+    independent (the noise is drawn independently per number), which is what PSIS-LOO needs:
+    the point of ``s[north]`` estimates ``log p(s_dp[north] | every other released number)``,
+    the density of that release predicted from the others, with the records (not only the
+    parameters) re-inferred without it. See ``docs/samplers.md`` for when this is informative.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        A result of :func:`sample` with a ``log_likelihood`` group.
+    var_name : str, default "releases"
+        Name of the stacked variable.
+    dim : str, default "release"
+        Name of its pointwise dimension.
+
+    Returns
+    -------
+    arviz.InferenceData or xarray.DataTree
+        A copy of ``idata`` whose ``log_likelihood`` group holds only ``var_name``, with dims
+        ``(chain, draw, dim)``; ``idata`` itself is unchanged.
+
+    Examples
+    --------
+    >>> import arviz as az
+    >>> import pymc as pm, pytensor.tensor as pt
+    >>> import pymc_unbounded_dp as pmdp
+    >>> with pm.Model(coords={"stat": ["sum", "sum_sq"]}):
+    ...     mu = pm.Normal("mu", 0, 2)
+    ...     n = pmdp.SampleSize("n", n_dp=40, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+    ...     x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
+    ...     clamped = pt.clip(x, -3, 3)
+    ...     _ = pmdp.PrivatizedSum("s", pt.stack([clamped, clamped**2], axis=1),
+    ...                            pmdp.Laplace(epsilon=1.0, sensitivity=12.0),
+    ...                            observed=[21.0, 75.0], dims="stat")
+    ...     idata = pmdp.sample(draws=100, tune=100, chains=2, random_seed=1, progressbar=False,
+    ...                         compute_convergence_checks=False,
+    ...                         idata_kwargs={"log_likelihood": True})
+    >>> stacked = pmdp.stack_log_likelihood(idata)
+    >>> [str(label) for label in stacked["log_likelihood"]["release"].values]
+    ['n_dp', 's[sum]', 's[sum_sq]']
+    >>> loo = az.loo(stacked)  # three points: one per released number
+    """
+    log_likelihood = _group(idata, "log_likelihood")
+    if log_likelihood is None or not log_likelihood.data_vars:
+        raise ValueError(
+            "stack_log_likelihood: `idata` has no log_likelihood group; sample with "
+            "pmdp.sample(..., idata_kwargs={'log_likelihood': True})."
+        )
+    arrays, labels = [], []
+    for name in sorted(log_likelihood.data_vars):
+        array = log_likelihood[name]
+        points = [d for d in array.dims if d not in ("chain", "draw")]
+        values = array.transpose("chain", "draw", *points).values
+        arrays.append(values.reshape(*values.shape[:2], -1))
+        if arrays[-1].shape[-1] == 1:
+            labels.append(name)
+            continue
+        axes = [array[d].values if d in array.coords else range(array.sizes[d]) for d in points]
+        for index in np.ndindex(*(len(axis) for axis in axes)):
+            labels.append(f"{name}[{', '.join(str(a[i]) for a, i in zip(axes, index))}]")
+    stacked = xr.DataArray(
+        np.concatenate(arrays, axis=-1),
+        dims=("chain", "draw", dim),
+        coords={"chain": log_likelihood["chain"], "draw": log_likelihood["draw"], dim: labels},
+    )
+    result = idata.copy()
+    _set_group(result, "log_likelihood", xr.Dataset({var_name: stacked}))
+    return result
+
+
+def _check_sample_keywords(kwargs: dict) -> None:
+    """Refuse a keyword that neither :func:`sample` nor ``pm.sample`` takes, naming it (PyMC
+    would take it for a step's options and answer about ``step_kwargs`` and ``nuts``)."""
+
+    steps = {cls.name for cls in pm.step_methods.STEP_METHODS}
+    check_keywords(
+        "pmdp.sample()",
+        kwargs,
+        [*_named_parameters(sample), *_PM_SAMPLE_KEYWORDS, *steps],
+        "It takes its own arguments, pm.sample's, and a step's options by the step's name "
+        "(e.g. nuts={'target_accept': 0.9}).",
+    )
 
 
 def _accuracy(law, posterior):

@@ -18,6 +18,7 @@ the same step object.
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 
 import numpy as np
@@ -29,6 +30,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
+from pymc_unbounded_dp._keywords import check_keywords, named_keywords
 from pymc_unbounded_dp.blocks import (
     check_releases,
     is_private_model_variable,
@@ -444,6 +446,7 @@ class DataAugmentation(CompoundStep):
     ...                       random_seed=1, compute_convergence_checks=False)
     """
 
+    @named_keywords("pmdp.DataAugmentation()")
     def __init__(
         self,
         parameter_step=None,
@@ -567,6 +570,7 @@ class ReversibleJump(DataAugmentation):
     ...                       random_seed=1, compute_convergence_checks=False)
     """
 
+    @named_keywords("pmdp.ReversibleJump()")
     def __init__(
         self,
         parameter_step=None,
@@ -663,6 +667,12 @@ class PrivateDataStep(BlockedStep):
         model = modelcontext(model)
         names = {method.name for method in STEP_METHODS}
         step_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in names}
+        options = inspect.signature(augmentation_step).parameters
+        check_keywords(
+            f"pm.sample({cls.name}={{...}})",
+            kwargs,
+            [*names, *(k for k in options if k not in ("model", "vars", "step_kwargs"))],
+        )
         return augmentation_step(model, vars=vars, step_kwargs=step_kwargs or None, **kwargs)
 
     @staticmethod

@@ -168,3 +168,73 @@ def test_steps_refuse_the_wrong_kind_of_model():
             pmdp.DataAugmentation()
         with pytest.raises(ValueError, match="n_moves"):
             pmdp.ReversibleJump(n_moves=0)
+
+
+def categories(observed, dims=None, coords=None, n_dp=60):
+    """A histogram of three categories released from records with a latent n."""
+    with pm.Model(coords=coords) as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x = pmdp.Records("x", pm.Categorical.dist(p), n=n)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
+            observed=observed,
+            dims=dims,
+        )
+    return model
+
+
+def test_pandas_and_xarray_releases_are_taken_as_pymc_takes_them():
+    import pandas as pd
+    import xarray as xr
+
+    from pymc_unbounded_dp.blocks import observed_value
+
+    region = pd.Index(["north", "south", "west"], name="region")
+    counts = pd.Series([30.0, 12.0, 18.0], index=region)
+    # a length-1 Series (a filtered table) as the released count and as a scalar release
+    one = pd.Series([57], index=["2020"])
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=one, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, LAPLACE, observed=pd.Series([20.4], index=["2020"]))
+    assert observed_value(model, model["n_dp"]).shape == ()
+    assert float(observed_value(model, model["s"])) == 20.4
+    # PyMC takes the same Series as observed of a scalar
+    with pm.Model():
+        pm.Normal("y", 0, 1, observed=pd.Series([20.4], index=["2020"]))
+
+    # dims without coords: the index labels the release, as pm.Data(infer_dims_and_coords=True)
+    model = categories(counts, dims="region")
+    assert model.coords["region"] == ("north", "south", "west")
+    assert model.named_vars_to_dims["s"] == ("region",)
+    np.testing.assert_array_equal(observed_value(model, model["s"]), [30.0, 12.0, 18.0])
+    # the same from a one-column DataFrame and from an xarray DataArray
+    frame = categories(counts.to_frame("count"), dims="region")
+    assert frame.coords["region"] == ("north", "south", "west")
+    array = xr.DataArray(counts.to_numpy(), dims=["k"], coords={"k": list(region)})
+    assert categories(array, dims="region").coords["region"] == ("north", "south", "west")
+    # declared coords: the same labels are fine; others (a reordering) are refused
+    same = categories(counts, dims="region", coords={"region": list(region)})
+    assert same.coords["region"] == ("north", "south", "west")
+    with pytest.raises(ValueError, match=r"not the model's coords\['region'\].*reindex"):
+        categories(counts, dims="region", coords={"region": ["south", "north", "west"]})
+    with pytest.raises(ValueError, match="declares with 4 coordinates"):
+        categories(counts.to_numpy(), dims="region", coords={"region": list("abcd")})
+    # without dims the labels are dropped, as PyMC drops them from an observed value
+    assert not categories(counts).coords
+    with pm.Model() as plain:
+        pm.Normal("y", 0, 1, observed=counts)
+    assert not plain.coords and not plain.named_vars_to_dims
+    # a missing value of a nullable column is named as such
+    with pytest.raises(ValueError, match=r"`n_dp` \(pandas Series 'n_dp'\) contains NaN"):
+        categories(counts, n_dp=pd.Series([pd.NA], dtype="Int64", name="n_dp"))
+    # a pm.Data container keeps its shape: a length-1 one for a scalar release is refused
+    with pm.Model():
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        with pytest.raises(ValueError, match="pm.Data container keeps its shape"):
+            pmdp.PrivatizedSum("s", x, LAPLACE, observed=pm.Data("s_dp", np.array([2.0])))

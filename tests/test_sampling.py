@@ -222,3 +222,130 @@ def test_parameter_steps_leave_out_the_release_terms(small_model):
         full = full_logp(point)
     np.testing.assert_allclose(step_logp, without)
     assert abs(full - without) > 1e-3  # the release term is not zero here
+
+
+@pytest.fixture(scope="module")
+def labelled():
+    """Three released counts labelled by a pandas index and a released n (four numbers), with
+    the releases' log-likelihood."""
+    import pandas as pd
+
+    counts = pd.Series([30.0, 12.0, 18.0], index=pd.Index(["north", "south", "west"]))
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        n_dp = pd.Series([62], index=["2020"])  # a filtered table's row
+        n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x = pmdp.Records("x", pm.Categorical.dist(p), n=n)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
+            observed=counts,
+            dims="region",
+        )
+    idata = pmdp.sample(
+        model=model,
+        draws=200,
+        tune=100,
+        chains=2,
+        cores=1,
+        random_seed=7,
+        progressbar=False,
+        compute_convergence_checks=False,
+        idata_kwargs={"log_likelihood": True},
+    )
+    return model, idata
+
+
+def test_index_labels_reach_the_release_draws_and_log_likelihood(labelled):
+    model, idata = labelled
+    regions = ["north", "south", "west"]
+    predictive = pmdp.sample_posterior_predictive(idata, model=model, random_seed=8)
+    for group in (idata["observed_data"], idata["log_likelihood"]):
+        assert list(group["s"]["region"].values) == regions
+    assert list(predictive["posterior_predictive"]["s"]["region"].values) == regions
+    assert float(idata["observed_data"]["n_dp"].values.reshape(())) == 62
+
+
+# ArviZ 0.x's compare calls a pandas method that pandas 3.1 deprecates; not ours to fix.
+@pytest.mark.filterwarnings("ignore:The inplace keyword in DataFrame.sort_values")
+def test_stacked_log_likelihood_makes_each_released_number_a_loo_point(labelled):
+    import arviz as az
+
+    _, idata = labelled
+    with pytest.raises(TypeError, match="several log likelihood arrays"):
+        az.loo(idata)  # what ArviZ says about one variable per release
+    stacked = pmdp.stack_log_likelihood(idata)
+    points = stacked["log_likelihood"]["releases"]
+    assert points.dims == ("chain", "draw", "release")
+    assert list(points["release"].values) == ["n_dp", "s[north]", "s[south]", "s[west]"]
+    per_release = idata["log_likelihood"]
+    np.testing.assert_array_equal(points.sel(release="s[south]"), per_release["s"][:, :, 1])
+    n_dp = points.sel(release="n_dp")  # ArviZ 0.x gives the scalar n_dp an axis, 1.x none
+    np.testing.assert_array_equal(n_dp, per_release["n_dp"].values.reshape(n_dp.shape))
+    assert set(idata["log_likelihood"].data_vars) == {"s", "n_dp"}  # idata is unchanged
+    loo = az.loo(stacked, pointwise=True)
+    elpd = getattr(loo, "elpd_loo", getattr(loo, "elpd", np.nan))  # ArviZ 0.x / 1.x
+    assert np.isfinite(elpd)
+    assert np.isfinite(loo.se) and loo.se > 0  # four points, not one
+    assert np.asarray(loo.pareto_k).size == 4
+    compared = az.compare({"a": stacked, "b": stacked})
+    assert len(compared) == 2
+    with pytest.raises(ValueError, match="no log_likelihood group"):
+        pmdp.stack_log_likelihood(
+            pmdp.sample(
+                model=labelled[0],
+                draws=5,
+                tune=5,
+                chains=1,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        )
+
+
+def test_unknown_keywords_are_named_with_the_closest_valid_one(small_model, labelled):
+    unbounded = labelled[0]
+    cases = [
+        (lambda: pmdp.sample(model=small_model, draw=10), "'draw' (did you mean 'draws'?)"),
+        (
+            lambda: pmdp.sample(model=small_model, interweve=False),
+            "'interweve' (did you mean 'interweave'?)",
+        ),
+        (lambda: pmdp.sample(model=unbounded, n_move=3), "'n_move' (did you mean 'n_moves'?)"),
+        (lambda: pmdp.mcem(small_model, max_iter=3), "'max_iter' (did you mean 'max_iterations'?)"),
+        (
+            lambda: pmdp.DataAugmentation(model=small_model, interweve=False),
+            "pmdp.DataAugmentation() got an unexpected keyword argument 'interweve'",
+        ),
+        (
+            lambda: pmdp.ReversibleJump(model=unbounded, n_move=3),
+            "'n_move' (did you mean 'n_moves'?)",
+        ),
+        (
+            lambda: pm.sample(model=small_model, dp_augmentation={"n_move": 3}, progressbar=False),
+            "pm.sample(dp_augmentation={...}) got an unexpected keyword argument 'n_move'",
+        ),
+    ]
+    for call, named in cases:
+        with pytest.raises(TypeError) as error:
+            call()
+        message = str(error.value)
+        assert named in message
+        assert len(message) < 600 and "step_kwargs" not in message and "Apply node" not in message
+    # pm.sample's own keywords and a step's options by its name still pass through
+    idata = pmdp.sample(
+        model=small_model,
+        draws=20,
+        tune=20,
+        chains=1,
+        random_seed=3,
+        progressbar=False,
+        compute_convergence_checks=False,
+        initvals={"theta": 0.4},
+        discard_tuned_samples=False,
+        nuts={"max_treedepth": 6},
+        target_accept=0.9,
+    )
+    groups = idata.children if hasattr(idata, "children") else idata.groups()
+    assert "warmup_posterior" in groups

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._keywords import named_keywords
 from pymc_unbounded_dp.mcem import boundary as bd
 from pymc_unbounded_dp.mcem.diagnostics import (
     inverse_information,
@@ -49,6 +50,7 @@ _SWITCH_MIN_SETS = 20
 _WINDOW_ROUNDS = 3
 
 
+@named_keywords("pmdp.mcem()")
 def mcem(
     model: pm.Model | None = None,
     *,
