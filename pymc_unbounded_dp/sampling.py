@@ -98,7 +98,10 @@ def sample(
     -------
     arviz.InferenceData or xarray.DataTree
         What ``pm.sample`` returns (DataTree on PyMC 6). The posterior has the parameters and, under
-        unbounded DP, ``n``; ``sample_stats`` has ``refresh_accept_rate`` and, under unbounded DP,
+        unbounded DP, ``n``; ``sample_stats`` has ``lp``, the model's log density at the draw
+        with the release terms and the latent records (or, at the sums level, the latent true
+        totals), Jacobians included as NUTS reports it (see the samplers page),
+        ``refresh_accept_rate`` and, under unbounded DP,
         ``birth_accept_rate``, ``death_accept_rate`` (NaN in a draw with no proposal of that
         kind) and ``n_moves`` (birth/death moves per iteration). The imputed records are removed
         from ``observed_data``. At the sums level the posterior also has the true total of each

@@ -29,6 +29,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
+from pymc_unbounded_dp._log_density import ModelLogDensity
 from pymc_unbounded_dp.blocks import (
     check_releases,
     is_private_model_variable,
@@ -39,6 +40,7 @@ from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 from pymc_unbounded_dp.sums import (
+    MODEL_LOGP_STAT,
     N_MOVE_STATS,
     SumsStep,
     TableLaw,
@@ -75,6 +77,10 @@ class RecordsStep(BlockedStep):
         last tuning value for the draws (a fixed kernel, so the draws target the posterior).
     keep_records : int or None
         Keep a copy of the imputed records every ``keep_records`` post-tuning iterations.
+    model_logp : bool
+        Declare the ``model_logp`` stat (PyMC's ``lp``), which the augmentation step around this
+        one fills with the model's log density at the end of each iteration (when no parameter
+        step declares it).
     """
 
     name = "dp_records"
@@ -90,6 +96,7 @@ class RecordsStep(BlockedStep):
         compiled: CompiledModel,
         n_moves: int | None = None,
         keep_records: int | None = None,
+        model_logp: bool = False,
         model=None,
         blocked: bool = True,
         rng=None,
@@ -109,6 +116,8 @@ class RecordsStep(BlockedStep):
             stats.update(self._unbounded_stats)
         if keep_records:
             stats["records"] = (object, None)
+        if model_logp:
+            stats["model_logp"] = MODEL_LOGP_STAT
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         self._states: list[kernels.RecordState] | None = None
@@ -184,15 +193,18 @@ class RecordsStep(BlockedStep):
             stats["n_moves"] = sum(self.n_moves)
         if self.keep_records:
             keep = not self.tune and self._iteration % self.keep_records == 0
-            stats["records"] = self._kept_records() if keep else None
+            stats["records"] = self.kept_records() if keep else None
             self._iteration += not self.tune
         return point, [stats]
 
-    def _kept_records(self) -> dict[str, np.ndarray]:
+    def kept_records(self) -> dict[str, np.ndarray]:
+        """A copy of the records in the model's containers, by record name (the ``records``
+        stat; the augmentation step takes it again at the end of the iteration, after the moves
+        that follow this step)."""
         return {
-            name: records.copy()
-            for state, table in zip(self._states, self.compiled.tables)
-            for name, records in zip(table.record_names, state.active_records())
+            name: np.array(records, copy=True)
+            for table in self.compiled.tables
+            for name, records in zip(table.record_names, table.current_records())
         }
 
     def _adopt_changed_records(self) -> None:
@@ -469,9 +481,16 @@ class DataAugmentation(CompoundStep):
         parameters = _parameter_steps(
             model, compiled, parameter_step, step_kwargs, only=vars, table_laws=table_laws
         )
+        # PyMC's lp: a parameter step's `model_logp` stat (NUTS), else the leaf's
+        own_logp = not any("model_logp" in m.stats_dtypes_shapes for m in parameters)
         if table_laws is None:
             leaf = RecordsStep(
-                claimed, compiled, n_moves=self._n_moves(), keep_records=keep_records, model=model
+                claimed,
+                compiled,
+                n_moves=self._n_moves(),
+                keep_records=keep_records,
+                model_logp=own_logp,
+                model=model,
             )
             methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
         else:
@@ -482,7 +501,14 @@ class DataAugmentation(CompoundStep):
                     "(augment='sums') moves the parameters given the latent sums, with no "
                     "interweaving move. Drop `interweave` or use augment='records'."
                 )
-            leaf = SumsStep(claimed, compiled, table_laws, n_moves=self._n_moves(), model=model)
+            leaf = SumsStep(
+                claimed,
+                compiled,
+                table_laws,
+                n_moves=self._n_moves(),
+                model_logp=own_logp,
+                model=model,
+            )
             # a collapsed table's totals are drawn after the parameters, given them (their
             # target has the totals integrated out): each draw is then a joint one
             collapsed = any(law.variances is not None for law in table_laws)
@@ -491,12 +517,28 @@ class DataAugmentation(CompoundStep):
             sums_step = leaf if table_laws is not None else None
             methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
         super().__init__(methods)
+        self._log_density = ModelLogDensity(compiled, leaf if table_laws is not None else None)
+        self._logp_slots = [i for i, d in enumerate(self.stats_dtypes) if "model_logp" in d]
+        self._records_slot = next(
+            (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
+        )
 
     def step(self, point):
         # The release densities may be evaluated (by parameter steps inside this one) only while
         # the records are being imputed: see FrozenRecordsGuard.
         with records_in_containers(self.records_step.compiled.model):
-            return super().step(point)
+            point, stats = super().step(point)
+            # PyMC's compound step keeps the last step's `model_logp` only, and NUTS's leaves out
+            # the release terms and predates the moves after it: lp is the model's log density
+            # at the state the iteration ends in (see pymc_unbounded_dp._log_density).
+            log_density = self._log_density(point)
+            for slot in self._logp_slots:
+                stats[slot]["model_logp"] = log_density
+            slot = self._records_slot
+            if slot is not None and stats[slot].get("records") is not None:
+                # the records of the draw: an interweaving move may have changed them since
+                stats[slot]["records"] = self.records_step.kept_records()
+        return point, stats
 
     @property
     def interweave_step(self) -> Interweave | None:
