@@ -102,8 +102,10 @@ def sample(
         with the release terms and the latent records (or, at the sums level, the latent true
         totals), Jacobians included as NUTS reports it (see the samplers page),
         ``refresh_accept_rate`` and, under unbounded DP,
-        ``birth_accept_rate``, ``death_accept_rate`` (NaN in a draw with no proposal of that
-        kind) and ``n_moves`` (birth/death moves per iteration). The imputed records are removed
+        ``birth_accept_rate``, ``death_accept_rate`` and ``n_moves`` (birth/death moves per
+        iteration); with the interweaving move, ``interweave_on``, ``interweave_accept_rate`` and
+        ``interweave_steps``. No acceptance rate is NaN: one is 0.0 in a draw that proposed
+        nothing of its kind (a move switched off, or by chance no birth or no death). The imputed records are removed
         from ``observed_data``. At the sums level the posterior also has the true total of each
         release, ``f"{name}_total"`` (the sum before noise), ``sample_stats`` has
         ``sums_accept_rate`` (and the proposal scales) in place of ``refresh_accept_rate``, and

@@ -667,6 +667,13 @@ class SumsStep(BlockedStep):
         self.tune = True
         self.rng = np.random.default_rng(rng)
         stats = dict(self.stats_dtypes_shapes)
+        # the redraw move exists for collapsible tables only: no stat that is never defined
+        self._redraws = any(
+            law.family.vector and sums_kernel.collapsible_noise(law.table.noise)
+            for law in self.laws
+        )
+        if not self._redraws:
+            del stats["sums_redraw_accept_rate"]
         if compiled.unbounded:
             stats.update(self._unbounded_stats)
         for spec in compiled.blocks.sums:
@@ -742,7 +749,8 @@ class SumsStep(BlockedStep):
         self._tuned += self.tune
         stats["sums_accept_rate"] = acceptance_rate(totals[0], totals[1])
         stats["sums_scale"] = self._scales[0][0]
-        stats["sums_redraw_accept_rate"] = acceptance_rate(totals[6], totals[7])
+        if self._redraws:
+            stats["sums_redraw_accept_rate"] = acceptance_rate(totals[6], totals[7])
         if self.compiled.unbounded:
             stats["birth_accept_rate"] = acceptance_rate(totals[2], totals[3])
             stats["death_accept_rate"] = acceptance_rate(totals[4], totals[5])
@@ -776,5 +784,15 @@ class SumsStep(BlockedStep):
 
 
 def acceptance_rate(accepted: int, proposed: int) -> float:
-    """``accepted / proposed``, NaN when nothing was proposed (the steps' acceptance stats)."""
-    return accepted / proposed if proposed else np.nan
+    """``accepted / proposed``, and 0.0 when nothing was proposed (the steps' acceptance stats).
+
+    Never NaN, so that a stat's mean over the draws is defined: an iteration that proposed
+    nothing accepted nothing. The count stats (``n_moves``, ``interweave_steps``) and
+    ``interweave_on`` tell such iterations apart.
+
+    Examples
+    --------
+    >>> acceptance_rate(3, 4), acceptance_rate(0, 0)
+    (0.75, 0.0)
+    """
+    return accepted / proposed if proposed else 0.0
