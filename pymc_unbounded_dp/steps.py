@@ -73,8 +73,9 @@ class RecordsStep(BlockedStep):
         Birth/death moves per iteration (0 under bounded DP).
     adapt_n_moves : bool
         During tuning, reset ``n_moves`` every iteration to
-        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n``; it stays at its
-        last tuning value for the draws (a fixed kernel, so the draws target the posterior).
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` and the sd of the
+        noise on ``n_dp``; it stays at its last tuning value for the draws (a fixed kernel, so the
+        draws target the posterior).
     keep_records : int or None
         Keep a copy of the imputed records every ``keep_records`` post-tuning iterations.
     model_logp : bool
@@ -129,7 +130,7 @@ class RecordsStep(BlockedStep):
         return [
             0
             if t.sample_size is None
-            else kernels.default_n_moves(t.spec.initial_n)
+            else t.default_n_moves(t.spec.initial_n)
             if self._requested_moves is None
             else int(self._requested_moves)
             for t in self.compiled.tables
@@ -169,7 +170,7 @@ class RecordsStep(BlockedStep):
         point = dict(point)
         for k, (table, target) in enumerate(zip(tables, targets)):
             if self.adapt_n_moves and self.tune and table.sample_size is not None:
-                self.n_moves[k] = kernels.default_n_moves(self._states[k].n)
+                self.n_moves[k] = table.default_n_moves(self._states[k].n)
             self._states[k], info = kernels.sweep(
                 target, self._states[k], self.rng, self.n_moves[k]
             )
@@ -588,10 +589,12 @@ class ReversibleJump(DataAugmentation):
     n_moves : int, optional
         Birth/death moves per iteration (of each latent ``n``), fixed for the whole run. At the
         sums level each moves several records at once (default
-        :data:`~pymc_unbounded_dp.sums.N_MOVES` moves). Default at the records level: about one per record,
-        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` during tuning
-        (starting from ``n_dp`` moved into the prior's support, which a small ``epsilon_n`` can
-        put far from the records' ``n``) and of the last tuning ``n`` for the draws.
+        :data:`~pymc_unbounded_dp.sums.N_MOVES` moves). Default at the records level:
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves`, ``20`` times the variance of the
+        noise on ``n_dp`` (enough for ``n`` to cross its posterior in an iteration), at least 10
+        and at most one per record, of the current ``n`` during tuning (starting from ``n_dp``
+        moved into the prior's support, which a small ``epsilon_n`` can put far from the
+        records' ``n``) and of the last tuning ``n`` for the draws.
     model, keep_records, step_kwargs, augment
         As for :class:`DataAugmentation`.
 
