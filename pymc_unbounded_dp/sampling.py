@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 
 import numpy as np
@@ -148,6 +150,7 @@ def sample(
             "`idata_kwargs={'log_likelihood': True}` needs `return_inferencedata=True`: the "
             "log-likelihood of the releases is assembled into the returned InferenceData."
         )
+    start = time.perf_counter()
     compiled = compile_model(model)
     step = augmentation_step(
         model,
@@ -159,6 +162,7 @@ def sample(
         log_likelihood=log_likelihood,
         augment=augment,
     )
+    _log_compilation(time.perf_counter() - start)
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
             draws,
@@ -176,6 +180,24 @@ def sample(
     result = _tidy(result, compiled, keep_records)
     _record_level(result, compiled, step)
     return result
+
+
+#: Building the samplers longer than this (seconds) is reported in one line.
+SLOW_COMPILATION = 5.0
+# A child of PyMC's logger: shown (and silenced) with PyMC's own messages.
+_log = logging.getLogger("pymc.pymc_unbounded_dp")
+
+
+def _log_compilation(seconds: float) -> None:
+    """Say, in one line, when building the samplers took a while: PyMC's "took N seconds"
+    counts the sampling loop only, and the first fit of a new model pays 10-20 s of
+    compilation."""
+    if seconds >= SLOW_COMPILATION:
+        _log.info(
+            "pmdp: compiled the model's samplers in %.0f s (PyTensor caches the compiled code on "
+            "disk: later fits of this model compile in a few seconds).",
+            seconds,
+        )
 
 
 def _accuracy(law, posterior):
