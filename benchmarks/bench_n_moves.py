@@ -7,17 +7,15 @@ The unbounded Bernoulli count at the records level (``theta ~ Beta(2, 3)``, ``n_
 chain on one core; the old default is passed as ``n_moves=n``. Reported: ms per iteration (PyMC's
 timing of the sampling loop, no compilation) and bulk ESS per second of ``theta`` and ``n``.
 
-Run alone: ``python benchmarks/bench_n_moves.py [--sizes 1e4,1e6,1e7]``, or as the ``n_moves``
-section of ``benchmarks/run.py``.
+Run: ``python benchmarks/run.py --only n_moves --out benchmarks/results-n-moves``.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 
 from _models import bernoulli_model
-from _util import Row, ess, sampling_seconds, table
+from _util import Row, ess, sampling_seconds
 
 import pymc_unbounded_dp as pmdp
 
@@ -86,17 +84,3 @@ def run(quick: bool = False, sizes=None) -> tuple[list[Row], dict]:
             )
     return rows, raw
 
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1e4,1e6,1e7", help="comma-separated numbers of records")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
-    rows, _ = run(args.quick, sizes)
-    print(table(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
