@@ -19,6 +19,9 @@ Sections (``--only`` picks some, comma-separated):
 * ``census``: the sums level (``augment="sums"``) against the records level, n_dp = 1e3 ... 1e8,
   Bernoulli count and Poisson sum: seconds and ms per iteration (compilation excluded), bulk ESS/s
   and peak memory, each fit in a fresh process; the Bernoulli count at 1e8 with 4 chains on 2 cores.
+* ``n_moves``: birth/death moves per iteration at n = 1e4, 1e6, 1e7 (records level, unbounded
+  Bernoulli count): the old default (one per record) beside the new one, ms per iteration and
+  ESS/s of theta and n (``bench_n_moves.py``, also runnable alone).
 
 Everything runs on one core: BLAS/OpenMP/numba thread pools are limited to one thread before
 NumPy is imported (on a shared 2-core machine, multi-threaded OpenBLAS on 2x2 solves was 40x slower).
@@ -48,7 +51,17 @@ HERE = Path(__file__).resolve().parent
 # the benchmark helpers, and the reference sampler (reference/r_port.py, outside the package)
 sys.path[:0] = [str(HERE), str(HERE.parent / "reference")]
 
-SECTIONS = ("regression", "profile", "kernels", "atus", "memory", "ess", "mle", "census")
+SECTIONS = (
+    "regression",
+    "profile",
+    "kernels",
+    "atus",
+    "memory",
+    "ess",
+    "mle",
+    "census",
+    "n_moves",
+)
 
 
 def main(argv=None) -> int:
@@ -80,6 +93,7 @@ def main(argv=None) -> int:
     import bench_kernels
     import bench_memory
     import bench_mle
+    import bench_n_moves
     import bench_sampling
     from _util import machine, table
 
@@ -92,6 +106,7 @@ def main(argv=None) -> int:
         "ess": bench_ess.run,
         "mle": bench_mle.run,
         "census": bench_census.run,
+        "n_moves": bench_n_moves.run,
     }
     info = machine()
     print(f"# pmdp benchmarks ({'quick' if args.quick else 'full'})")

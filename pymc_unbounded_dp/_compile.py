@@ -17,9 +17,10 @@ with one ``n`` and the sums released from them); each gets a :class:`CompiledTab
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 import pymc as pm
@@ -40,7 +41,7 @@ from pymc_unbounded_dp.blocks import (
     model_blocks,
     observed_value,
 )
-from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget
+from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget, default_n_moves
 
 
 @dataclass(eq=False)
@@ -84,6 +85,19 @@ class CompiledTable:
     def n_value_name(self) -> str | None:
         n = self.sample_size
         return None if n is None else self.model.rvs_to_values[n.rv].name
+
+    @cached_property
+    def n_noise_sd(self) -> float | None:
+        """The sd of the noise on ``n_dp`` (:func:`noise_sd`); ``None`` under bounded DP."""
+        size = self.sample_size
+        return None if size is None else noise_sd(size.mechanism)
+
+    def default_n_moves(self, n: int) -> int:
+        """:func:`~pymc_unbounded_dp.kernels.default_n_moves` at ``n`` records, for the noise on
+        this table's ``n_dp`` (0 under bounded DP: no moves over ``n``)."""
+        if self.sample_size is None:
+            return 0
+        return default_n_moves(n, noise_sd=self.n_noise_sd)
 
     def n_at(self, point: dict) -> int:
         """The number of records at ``point`` (its ``n`` under unbounded DP)."""
@@ -197,6 +211,36 @@ class CompiledModel:
         """Seed every table's proposal generators (distinct streams derived from ``seed``)."""
         for table, child in zip(self.tables, np.random.SeedSequence(seed).spawn(len(self.tables))):
             table.reseed(int(child.generate_state(1)[0]))
+
+
+#: Half-width of the grid on which :func:`noise_sd` sums, in nats below the density's peak.
+_SD_TAIL_NATS = 50.0
+#: Most points of that grid.
+_SD_GRID = 200_001
+
+
+def noise_sd(mechanism) -> float:
+    """The standard deviation of one coordinate of ``mechanism``'s noise, from its log-density.
+
+    Summed on a grid out to where the density is ``exp(-50)`` of its peak (every integer for a
+    discrete mechanism when there are few enough, else evenly spaced points), so that it holds
+    for every mechanism, user-defined ones included.
+
+    Examples
+    --------
+    >>> import pymc_unbounded_dp as pmdp
+    >>> round(noise_sd(pmdp.Laplace(scale=2.0)), 3)  # sqrt(2) * 2
+    2.828
+    """
+    width = float(mechanism.tail_width(_SD_TAIL_NATS))
+    grid = np.linspace(-width, width, _SD_GRID)
+    if mechanism.discrete:
+        grid = np.unique(np.round(grid))
+    log_density = np.asarray(mechanism.logpdf(grid), dtype=np.float64)
+    weights = np.exp(log_density - np.max(log_density))
+    weights /= weights.sum()
+    mean = float(np.sum(weights * grid))
+    return math.sqrt(float(np.sum(weights * (grid - mean) ** 2)))
 
 
 _CACHE: weakref.WeakKeyDictionary[pm.Model, tuple[tuple, CompiledModel]] = (

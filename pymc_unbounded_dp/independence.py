@@ -243,9 +243,9 @@ class IndependenceMetropolis(ArrayStepShared):
 
     def _random_walk(self, state: kernel.IndependenceState):
         """The random-walk moves (proposal's shape, tuned scale): the new state and their mean
-        acceptance probability (NaN when none are made)."""
+        acceptance probability (0.0 when none are made, as every acceptance stat)."""
         if self.walk_moves == 0:
-            return state, np.nan
+            return state, 0.0
         params = rw.RWParams(chol=self._proposal.chol, scale=float(np.exp(self._walk_log_scale)))
         walk = rw.RWState(state.position, state.log_density)
         walk, info = rw.step(

@@ -41,6 +41,7 @@ from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp.kernels import interweave as rw
 from pymc_unbounded_dp.kernels._noise import residual_log_density
 from pymc_unbounded_dp.noncentred import NonCentredModel, build_noncentred, describe_forms
+from pymc_unbounded_dp.sums import acceptance_rate
 
 __all__ = ["Interweave", "moving_parameters"]
 
@@ -81,8 +82,10 @@ class Interweave(BlockedStep):
 
     Notes
     -----
-    Statistics in ``sample_stats``: ``interweave_accept_rate`` (accepted / proposed random-walk
-    steps of the iteration) and ``interweave_steps``. The proposal covariance (from the chain's
+    Statistics in ``sample_stats``: ``interweave_on`` (whether the move made a step in the
+    iteration; ``False`` in every draw where tuning switched it off), ``interweave_accept_rate``
+    (accepted / proposed random-walk steps of the iteration, 0.0 when the move is off: never NaN)
+    and ``interweave_steps``. The proposal covariance (from the chain's
     tuning draws), its scale (towards an acceptance of 0.234) and the number of steps adapt during
     tuning only.
 
@@ -102,6 +105,7 @@ class Interweave(BlockedStep):
     name = "dp_interweave"
     stats_dtypes_shapes: ClassVar[dict] = {
         "tune": (bool, []),
+        "interweave_on": (bool, []),
         "interweave_accept_rate": (np.float64, []),
         "interweave_steps": (np.int64, []),
     }
@@ -253,7 +257,8 @@ class Interweave(BlockedStep):
     def _stats(self, accepted: int, steps: int) -> dict:
         return {
             "tune": self.tune,
-            "interweave_accept_rate": accepted / steps if steps else np.nan,
+            "interweave_on": steps > 0,
+            "interweave_accept_rate": acceptance_rate(accepted, steps),
             "interweave_steps": steps,
         }
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import logging
+import time
 import warnings
 
 import numpy as np
@@ -119,9 +121,14 @@ def sample(
     -------
     arviz.InferenceData or xarray.DataTree
         What ``pm.sample`` returns (DataTree on PyMC 6). The posterior has the parameters and, under
-        unbounded DP, ``n``; ``sample_stats`` has ``refresh_accept_rate`` and, under unbounded DP,
-        ``birth_accept_rate``, ``death_accept_rate`` (NaN in a draw with no proposal of that
-        kind) and ``n_moves`` (birth/death moves per iteration). The imputed records are removed
+        unbounded DP, ``n``; ``sample_stats`` has ``lp``, the model's log density at the draw
+        with the release terms and the latent records (or, at the sums level, the latent true
+        totals), Jacobians included as NUTS reports it (see the samplers page),
+        ``refresh_accept_rate`` and, under unbounded DP,
+        ``birth_accept_rate``, ``death_accept_rate`` and ``n_moves`` (birth/death moves per
+        iteration); with the interweaving move, ``interweave_on``, ``interweave_accept_rate`` and
+        ``interweave_steps``. No acceptance rate is NaN: one is 0.0 in a draw that proposed
+        nothing of its kind (a move switched off, or by chance no birth or no death). The imputed records are removed
         from ``observed_data``. At the sums level the posterior also has the true total of each
         release, ``f"{name}_total"`` (the sum before noise), ``sample_stats`` has
         ``sums_accept_rate`` (and the proposal scales) in place of ``refresh_accept_rate``, and
@@ -165,6 +172,7 @@ def sample(
             "`idata_kwargs={'log_likelihood': True}` needs `return_inferencedata=True`: the "
             "log-likelihood of the releases is assembled into the returned InferenceData."
         )
+    start = time.perf_counter()
     compiled = compile_model(model)
     step = augmentation_step(
         model,
@@ -176,6 +184,7 @@ def sample(
         log_likelihood=log_likelihood,
         augment=augment,
     )
+    _log_compilation(time.perf_counter() - start)
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
             draws,
@@ -290,6 +299,24 @@ def _check_sample_keywords(kwargs: dict) -> None:
         "It takes its own arguments, pm.sample's, and a step's options by the step's name "
         "(e.g. nuts={'target_accept': 0.9}).",
     )
+
+
+#: Building the samplers longer than this (seconds) is reported in one line.
+SLOW_COMPILATION = 5.0
+# A child of PyMC's logger: shown (and silenced) with PyMC's own messages.
+_log = logging.getLogger("pymc.pymc_unbounded_dp")
+
+
+def _log_compilation(seconds: float) -> None:
+    """Say, in one line, when building the samplers took a while: PyMC's "took N seconds"
+    counts the sampling loop only, and the first fit of a new model pays 10-20 s of
+    compilation."""
+    if seconds >= SLOW_COMPILATION:
+        _log.info(
+            "pmdp: compiled the model's samplers in %.0f s (PyTensor caches the compiled code on "
+            "disk: later fits of this model compile in a few seconds).",
+            seconds,
+        )
 
 
 def _accuracy(law, posterior):

@@ -31,6 +31,7 @@ from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, fl
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._keywords import check_keywords, named_keywords
+from pymc_unbounded_dp._log_density import ModelLogDensity
 from pymc_unbounded_dp.blocks import (
     check_releases,
     is_private_model_variable,
@@ -41,6 +42,7 @@ from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
 from pymc_unbounded_dp.sums import (
+    MODEL_LOGP_STAT,
     N_MOVE_STATS,
     SumsStep,
     TableLaw,
@@ -73,10 +75,15 @@ class RecordsStep(BlockedStep):
         Birth/death moves per iteration (0 under bounded DP).
     adapt_n_moves : bool
         During tuning, reset ``n_moves`` every iteration to
-        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n``; it stays at its
-        last tuning value for the draws (a fixed kernel, so the draws target the posterior).
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` and the sd of the
+        noise on ``n_dp``; it stays at its last tuning value for the draws (a fixed kernel, so the
+        draws target the posterior).
     keep_records : int or None
         Keep a copy of the imputed records every ``keep_records`` post-tuning iterations.
+    model_logp : bool
+        Declare the ``model_logp`` stat (PyMC's ``lp``), which the augmentation step around this
+        one fills with the model's log density at the end of each iteration (when no parameter
+        step declares it).
     """
 
     name = "dp_records"
@@ -92,6 +99,7 @@ class RecordsStep(BlockedStep):
         compiled: CompiledModel,
         n_moves: int | None = None,
         keep_records: int | None = None,
+        model_logp: bool = False,
         model=None,
         blocked: bool = True,
         rng=None,
@@ -111,6 +119,8 @@ class RecordsStep(BlockedStep):
             stats.update(self._unbounded_stats)
         if keep_records:
             stats["records"] = (object, None)
+        if model_logp:
+            stats["model_logp"] = MODEL_LOGP_STAT
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         self._states: list[kernels.RecordState] | None = None
@@ -122,7 +132,7 @@ class RecordsStep(BlockedStep):
         return [
             0
             if t.sample_size is None
-            else kernels.default_n_moves(t.spec.initial_n)
+            else t.default_n_moves(t.spec.initial_n)
             if self._requested_moves is None
             else int(self._requested_moves)
             for t in self.compiled.tables
@@ -162,7 +172,7 @@ class RecordsStep(BlockedStep):
         point = dict(point)
         for k, (table, target) in enumerate(zip(tables, targets)):
             if self.adapt_n_moves and self.tune and table.sample_size is not None:
-                self.n_moves[k] = kernels.default_n_moves(self._states[k].n)
+                self.n_moves[k] = table.default_n_moves(self._states[k].n)
             self._states[k], info = kernels.sweep(
                 target, self._states[k], self.rng, self.n_moves[k]
             )
@@ -186,15 +196,18 @@ class RecordsStep(BlockedStep):
             stats["n_moves"] = sum(self.n_moves)
         if self.keep_records:
             keep = not self.tune and self._iteration % self.keep_records == 0
-            stats["records"] = self._kept_records() if keep else None
+            stats["records"] = self.kept_records() if keep else None
             self._iteration += not self.tune
         return point, [stats]
 
-    def _kept_records(self) -> dict[str, np.ndarray]:
+    def kept_records(self) -> dict[str, np.ndarray]:
+        """A copy of the records in the model's containers, by record name (the ``records``
+        stat; the augmentation step takes it again at the end of the iteration, after the moves
+        that follow this step)."""
         return {
-            name: records.copy()
-            for state, table in zip(self._states, self.compiled.tables)
-            for name, records in zip(table.record_names, state.active_records())
+            name: np.array(records, copy=True)
+            for table in self.compiled.tables
+            for name, records in zip(table.record_names, table.current_records())
         }
 
     def _adopt_changed_records(self) -> None:
@@ -472,9 +485,16 @@ class DataAugmentation(CompoundStep):
         parameters = _parameter_steps(
             model, compiled, parameter_step, step_kwargs, only=vars, table_laws=table_laws
         )
+        # PyMC's lp: a parameter step's `model_logp` stat (NUTS), else the leaf's
+        own_logp = not any("model_logp" in m.stats_dtypes_shapes for m in parameters)
         if table_laws is None:
             leaf = RecordsStep(
-                claimed, compiled, n_moves=self._n_moves(), keep_records=keep_records, model=model
+                claimed,
+                compiled,
+                n_moves=self._n_moves(),
+                keep_records=keep_records,
+                model_logp=own_logp,
+                model=model,
             )
             methods = [leaf, *parameters, *_interweave_steps(model, compiled, interweave)]
         else:
@@ -485,7 +505,14 @@ class DataAugmentation(CompoundStep):
                     "(augment='sums') moves the parameters given the latent sums, with no "
                     "interweaving move. Drop `interweave` or use augment='records'."
                 )
-            leaf = SumsStep(claimed, compiled, table_laws, n_moves=self._n_moves(), model=model)
+            leaf = SumsStep(
+                claimed,
+                compiled,
+                table_laws,
+                n_moves=self._n_moves(),
+                model_logp=own_logp,
+                model=model,
+            )
             # a collapsed table's totals are drawn after the parameters, given them (their
             # target has the totals integrated out): each draw is then a joint one
             collapsed = any(law.variances is not None for law in table_laws)
@@ -494,12 +521,28 @@ class DataAugmentation(CompoundStep):
             sums_step = leaf if table_laws is not None else None
             methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
         super().__init__(methods)
+        self._log_density = ModelLogDensity(compiled, leaf if table_laws is not None else None)
+        self._logp_slots = [i for i, d in enumerate(self.stats_dtypes) if "model_logp" in d]
+        self._records_slot = next(
+            (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
+        )
 
     def step(self, point):
         # The release densities may be evaluated (by parameter steps inside this one) only while
         # the records are being imputed: see FrozenRecordsGuard.
         with records_in_containers(self.records_step.compiled.model):
-            return super().step(point)
+            point, stats = super().step(point)
+            # PyMC's compound step keeps the last step's `model_logp` only, and NUTS's leaves out
+            # the release terms and predates the moves after it: lp is the model's log density
+            # at the state the iteration ends in (see pymc_unbounded_dp._log_density).
+            log_density = self._log_density(point)
+            for slot in self._logp_slots:
+                stats[slot]["model_logp"] = log_density
+            slot = self._records_slot
+            if slot is not None and stats[slot].get("records") is not None:
+                # the records of the draw: an interweaving move may have changed them since
+                stats[slot]["records"] = self.records_step.kept_records()
+        return point, stats
 
     @property
     def interweave_step(self) -> Interweave | None:
@@ -549,10 +592,12 @@ class ReversibleJump(DataAugmentation):
     n_moves : int, optional
         Birth/death moves per iteration (of each latent ``n``), fixed for the whole run. At the
         sums level each moves several records at once (default
-        :data:`~pymc_unbounded_dp.sums.N_MOVES` moves). Default at the records level: about one per record,
-        :func:`~pymc_unbounded_dp.kernels.default_n_moves` of the current ``n`` during tuning
-        (starting from ``n_dp`` moved into the prior's support, which a small ``epsilon_n`` can
-        put far from the records' ``n``) and of the last tuning ``n`` for the draws.
+        :data:`~pymc_unbounded_dp.sums.N_MOVES` moves). Default at the records level:
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves`, ``20`` times the variance of the
+        noise on ``n_dp`` (enough for ``n`` to cross its posterior in an iteration), at least 10
+        and at most one per record, of the current ``n`` during tuning (starting from ``n_dp``
+        moved into the prior's support, which a small ``epsilon_n`` can put far from the
+        records' ``n``) and of the last tuning ``n`` for the draws.
     model, keep_records, step_kwargs, augment
         As for :class:`DataAugmentation`.
 

@@ -71,6 +71,10 @@ MAX_SUPPORT = 1024
 SUMS_MOVES = 10
 N_MOVES = 10
 
+#: PyMC's stat of the model's log density (``lp`` in ``sample_stats``); the records or sums step
+#: declares it when no parameter step does, and the augmentation step fills it.
+MODEL_LOGP_STAT = (np.float64, [])
+
 #: The sampler stats of the moves over ``n``, at both levels (the records step declares them too).
 N_MOVE_STATS = {
     "birth_accept_rate": (np.float64, []),
@@ -191,18 +195,26 @@ class TableLaw:
             )
         return out
 
-    def log_density(self) -> pt.TensorVariable:
-        """``log p_n(latent | theta)`` as a graph of the value variables (for the parameter
-        steps)."""
+    def _count(self) -> pt.TensorVariable:
         n = self.table.sample_size
-        count = (
+        return (
             pt.cast(self.table.model.rvs_to_values[n.rv], "float64")
             if n is not None
             else pt.constant(float(self.table.fixed_n), dtype="float64")
         )
+
+    def latent_log_density(self) -> pt.TensorVariable:
+        """``log p_n(latent | theta)`` at the current latent totals, as a graph of the value
+        variables (the records' term of the model's log density at the sums level)."""
+        return self.family.log_density(self.latent, self._count(), self.parameters, laws.PYTENSOR)
+
+    def log_density(self) -> pt.TensorVariable:
+        """The parameter steps' term: ``log p_n(latent | theta)``, or under the collapsed normal
+        approximation the releases' density with the totals integrated out given the noise's
+        mixing variances."""
         if self.variances is None:
-            return self.family.log_density(self.latent, count, self.parameters, laws.PYTENSOR)
-        model = self.table.model
+            return self.latent_log_density()
+        count, model = self._count(), self.table.model
         released = pt.concatenate(
             [
                 pt.cast(model.rvs_to_values[spec.release_rv], "float64").flatten()
@@ -622,6 +634,8 @@ class SumsStep(BlockedStep):
         Birth/death moves per iteration of each latent ``n`` (default :data:`N_MOVES`).
     sums_moves : int
         Moves of each latent sum per iteration.
+    model_logp : bool
+        Declare the ``model_logp`` stat (see :class:`~pymc_unbounded_dp.steps.RecordsStep`).
     """
 
     name = "dp_sums"
@@ -640,6 +654,7 @@ class SumsStep(BlockedStep):
         table_laws: list[TableLaw],
         n_moves: int | None = None,
         sums_moves: int = SUMS_MOVES,
+        model_logp: bool = False,
         model=None,
         blocked: bool = True,
         rng=None,
@@ -654,10 +669,19 @@ class SumsStep(BlockedStep):
         self.tune = True
         self.rng = np.random.default_rng(rng)
         stats = dict(self.stats_dtypes_shapes)
+        # the redraw move exists for collapsible tables only: no stat that is never defined
+        self._redraws = any(
+            law.family.vector and sums_kernel.collapsible_noise(law.table.noise)
+            for law in self.laws
+        )
+        if not self._redraws:
+            del stats["sums_redraw_accept_rate"]
         if compiled.unbounded:
             stats.update(self._unbounded_stats)
         for spec in compiled.blocks.sums:
             stats[f"total_{spec.name}"] = (np.float64, []) if spec.shape == () else (object, None)
+        if model_logp:
+            stats["model_logp"] = MODEL_LOGP_STAT
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         self._states: list[sums_kernel.SumsState] | None = None
@@ -727,7 +751,8 @@ class SumsStep(BlockedStep):
         self._tuned += self.tune
         stats["sums_accept_rate"] = acceptance_rate(totals[0], totals[1])
         stats["sums_scale"] = self._scales[0][0]
-        stats["sums_redraw_accept_rate"] = acceptance_rate(totals[6], totals[7])
+        if self._redraws:
+            stats["sums_redraw_accept_rate"] = acceptance_rate(totals[6], totals[7])
         if self.compiled.unbounded:
             stats["birth_accept_rate"] = acceptance_rate(totals[2], totals[3])
             stats["death_accept_rate"] = acceptance_rate(totals[4], totals[5])
@@ -761,5 +786,15 @@ class SumsStep(BlockedStep):
 
 
 def acceptance_rate(accepted: int, proposed: int) -> float:
-    """``accepted / proposed``, NaN when nothing was proposed (the steps' acceptance stats)."""
-    return accepted / proposed if proposed else np.nan
+    """``accepted / proposed``, and 0.0 when nothing was proposed (the steps' acceptance stats).
+
+    Never NaN, so that a stat's mean over the draws is defined: an iteration that proposed
+    nothing accepted nothing. The count stats (``n_moves``, ``interweave_steps``) and
+    ``interweave_on`` tell such iterations apart.
+
+    Examples
+    --------
+    >>> acceptance_rate(3, 4), acceptance_rate(0, 0)
+    (0.75, 0.0)
+    """
+    return accepted / proposed if proposed else 0.0

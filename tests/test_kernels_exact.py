@@ -662,6 +662,22 @@ def test_default_n_moves_is_one_per_record_and_at_least_ten():
     assert [kernels.default_n_moves(n) for n in (0, 3, 9, 10, 11, 230)] == [10, 10, 10, 10, 11, 230]
 
 
+def test_default_n_moves_is_twenty_noise_variances_between_ten_and_one_per_record():
+    """With the count noise's sd: ``ceil(20 sd**2)`` moves, at least 10, at most ``max(10, n)``."""
+    moves = kernels.default_n_moves
+    assert moves(10**6, noise_sd=2.0) == 80
+    assert moves(10**6, noise_sd=2.8) == 157  # ceil(156.8): DiscreteLaplace(epsilon=0.5)
+    assert moves(10**6, noise_sd=0.5) == 10  # the floor
+    assert moves(10**7, noise_sd=1000.0) == 10**7  # a very noisy n_dp: one move per record
+    assert moves(50, noise_sd=3.0) == 50 and moves(3, noise_sd=3.0) == 10
+    # not more than the old default anywhere, and non-decreasing in n and in the noise
+    for n in (0, 5, 40, 10**3, 10**6):
+        previous = 0
+        for sd in (0.0, 0.3, 1.0, 3.0, 30.0, 3000.0):
+            assert previous <= moves(n, noise_sd=sd) <= moves(n)
+            previous = moves(n, noise_sd=sd)
+
+
 def test_outside_the_support_of_the_statistics_release_every_move_is_accepted():
     """A released sum off the lattice of its discrete noise (``9.5``): ``eta_s`` is 0 at every
     state, so every refresh proposal and every birth/death within the prior's support is accepted,

@@ -50,7 +50,7 @@ def bounded():
 
 
 def rate(accepted, proposed):
-    return accepted / proposed if proposed else math.nan
+    return accepted / proposed if proposed else 0.0
 
 
 def assert_same(actual, expected):

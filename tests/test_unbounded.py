@@ -59,6 +59,27 @@ def test_bernoulli_flat_prior_matches_enumeration(n_mechanism, n_dp, s_dp):
         assert 0.1 < float(np.nanmean(idata["sample_stats"][stat].values)) <= 1.0
 
 
+def test_default_n_moves_from_the_count_noise_matches_enumeration():
+    """The default number of birth/death moves is 20 count-noise variances, here 37 for
+    ``n ~ 150`` records (DiscreteLaplace(epsilon=1) on ``n``: variance 1.84): far fewer than one
+    per record, and the exact pmf of ``n`` all the same."""
+    n_mechanism = pmdp.DiscreteLaplace(epsilon=1.0)
+    model = unbounded_bernoulli(150, n_mechanism, 60.3)
+    variance = 2 * np.exp(-1.0) / (1 - np.exp(-1.0)) ** 2
+    expected = int(np.ceil(20 * variance))
+    assert pmdp.ReversibleJump(model=model, augment="records").records_step.n_moves == [expected]
+    idata = pmdp.sample(
+        augment="records", model=model, random_seed=23, **{**SAMPLE, "draws": 1000, "tune": 300}
+    )
+    assert np.all(idata["sample_stats"]["n_moves"].values == expected)
+    check_bernoulli(
+        idata,
+        bernoulli_posterior(
+            60.3, S_MECHANISM, 2.0, 3.0, n_dp=150, n_mechanism=n_mechanism, n_max=400
+        ),
+    )
+
+
 def test_chunked_sweeps_match_enumeration(monkeypatch):
     """Sweeps larger than ``kernels.records.CHUNK_ROWS`` draw proposals chunk by chunk: same
     target.

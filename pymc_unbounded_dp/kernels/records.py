@@ -44,6 +44,8 @@ from pymc_unbounded_dp.kernels._noise import residual_log_density as _residual_l
 __all__ = [
     "CHUNK_ROWS",
     "LogPriorFn",
+    "MIN_N_MOVES",
+    "MOVES_PER_NOISE_VARIANCE",
     "Proposals",
     "ProposeFn",
     "RecordState",
@@ -491,14 +493,46 @@ def _ensure_capacity(state: RecordState, rows: int) -> RecordState:
     )
 
 
-def default_n_moves(n0: int) -> int:
-    """Default birth/death moves per sweep: about one per record (at least 10).
+#: The fewest birth/death moves per sweep of the default.
+MIN_N_MOVES = 10
+#: Birth/death moves per unit of the count noise's variance in the default (see
+#: :func:`default_n_moves`).
+MOVES_PER_NOISE_VARIANCE = 20
 
-    They cost about as much as the refresh and let ``n`` move by about ``sqrt(n0)`` per sweep; on a
-    Bernoulli model with ``n ~ 230`` the effective sample size of ``n`` per second was 27x higher
-    than with ``0.1 n0`` moves.
+
+def default_n_moves(n0: int, noise_sd: float | None = None) -> int:
+    """Default birth/death moves per sweep: enough for ``n`` to cross its posterior, at most one
+    per record (and at least :data:`MIN_N_MOVES`).
+
+    Each move changes ``n`` by one, so ``K`` moves accepted at a rate ``a`` move it by about
+    ``sqrt(a K)``: crossing a posterior of sd ``sd_n`` takes ``K`` of about ``sd_n**2 / a``. The
+    posterior sd of ``n`` is at most about the sd of the noise on ``n_dp`` (the flat prior and
+    records that barely inform ``n`` leave that much; a prior or the records only narrow it), and
+    the moves are accepted at a rate of at least ``exp(-epsilon_s)``-ish (0.3 to 0.8 on the
+    benchmarks), so ``K = 20 * noise_sd**2`` crosses it about twice. More moves than that do
+    not mix ``n`` faster (the parameters and the records then limit it) but cost time: at
+    ``n = 1e6`` one move per record took about half of each iteration. One move per record
+    (``n0``) stays the ceiling, the old default, which is where a very noisy ``n_dp`` lands.
+
+    Parameters
+    ----------
+    n0 : int
+        The current (or starting) number of records.
+    noise_sd : float, optional
+        Standard deviation of the noise on ``n_dp``. ``None``: one move per record.
+
+    Examples
+    --------
+    >>> default_n_moves(1_000_000, noise_sd=2.8)  # DiscreteLaplace(epsilon=0.5) on n
+    157
+    >>> default_n_moves(230), default_n_moves(5, noise_sd=100.0)
+    (230, 10)
     """
-    return max(10, int(n0))
+    per_record = max(MIN_N_MOVES, int(n0))
+    if noise_sd is None:
+        return per_record
+    crossing = math.ceil(MOVES_PER_NOISE_VARIANCE * float(noise_sd) ** 2)
+    return min(per_record, max(MIN_N_MOVES, crossing))
 
 
 #: Most proposal rows drawn in one call. Larger sweeps draw and consume their proposals in chunks,

@@ -135,7 +135,8 @@ def mcem(
     tune : int
         Sweeps at the starting point before the first E-step (not when continuing a result).
     n_moves : int, optional
-        Birth/death moves per sweep under unbounded DP; default ``kernels.default_n_moves(n0)``.
+        Birth/death moves per sweep under unbounded DP; default
+        :func:`~pymc_unbounded_dp.kernels.default_n_moves` at ``n0`` and the noise on ``n_dp``.
     switch_rate : float, default 0.9
         ``method="auto"``: the fraction of missing information at which EM hands over to the
         simulated likelihood.
@@ -313,7 +314,7 @@ class _Driver:
     def _n_moves(self, n0: int) -> int:
         if self.objective.table.sample_size is None:
             return 0
-        return self.options.n_moves or kernels.default_n_moves(n0)
+        return self.options.n_moves or self.objective.table.default_n_moves(n0)
 
     def _from_natural(self, u: np.ndarray, values) -> np.ndarray:
         if not isinstance(values, dict):
