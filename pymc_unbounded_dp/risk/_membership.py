@@ -112,7 +112,9 @@ class _Values:
     epsilon_bound: float
 
 
-def _plan_values(plan, owner: str) -> _Values:
+def _plan_values(plan, owner: str, relations: tuple[str, ...]) -> _Values:
+    """The plan's values; a dict's mechanisms are checked against its statistics' sensitivity
+    under ``relations`` (the smallest of them)."""
     if isinstance(plan, Plan):
         guarantee = plan.guarantee
         return _Values(
@@ -142,7 +144,7 @@ def _plan_values(plan, owner: str) -> _Values:
             stat, mechanism = pair
             if stat.name != name:
                 raise ValueError(f"{owner}: `plan`[{name!r}] holds Statistic({stat.name!r}).")
-            _check_pair(stat, mechanism, owner)
+            _check_pair(stat, mechanism, owner, relations)
             statistics[name], mechanisms[name] = stat, mechanism
         if sum(s.kind == "count" for s in statistics.values()) > 1:
             raise ValueError(f"{owner}: `plan` may hold one Count (one table of records).")
@@ -157,7 +159,9 @@ def _plan_values(plan, owner: str) -> _Values:
     )
 
 
-def _check_pair(stat: Statistic, mechanism: Mechanism | None, owner: str) -> None:
+def _check_pair(
+    stat: Statistic, mechanism: Mechanism | None, owner: str, relations: tuple[str, ...]
+) -> None:
     if mechanism is None:
         return
     if mechanism.domain == "integers" and not stat.integer:
@@ -166,13 +170,11 @@ def _check_pair(stat: Statistic, mechanism: Mechanism | None, owner: str) -> Non
             f"Statistic({stat.name!r}, ..., integer=True)."
         )
     if mechanism.norm is not None and mechanism.sensitivity is not None:
-        needed = max(
-            stat.sensitivity(mechanism.norm, relation) for relation in ("add/remove", "replace-one")
-        )
+        needed = min(stat.sensitivity(mechanism.norm, relation) for relation in relations)
         if mechanism.sensitivity < needed * (1 - 1e-12):
             raise ValueError(
                 f"{owner}: `plan`[{stat.name!r}]: {mechanism!r} is calibrated to sensitivity "
-                f"{mechanism.sensitivity:g} but the statistic's bounds give up to {needed:g}; its "
+                f"{mechanism.sensitivity:g} but the statistic's bounds give {needed:g}; its "
                 "guarantee would not hold."
             )
 
@@ -328,17 +330,22 @@ def membership_risk(
     >>> round(r.risk, 12) == round(1 / (1 + math.e), 12), r.method, r.trivial_risk
     (True, 'exact', 0.5)
 
-    A count and a clamped sum in ``[0, 10]``: a large value is easier to detect than a small one.
+    A count and a sum clamped to ``[0, 10]``: a record at the top of the range is easier to detect
+    than one at 0, which only the count gives away.
 
-    >>> plan = rl.Plan([rl.Statistic("s", 0, 10, integer=True), rl.Count("n")], epsilon=1.0)
-    >>> small, large = (risk.membership_risk(plan, {"s": v}) for v in (0, 10))
-    >>> bool(small.risk > large.risk), round(large.posterior_odds_bound, 4)
-    (True, 2.7183)
+    >>> plan = rl.Plan(
+    ...     [rl.Statistic("s", 0, 10, integer=True), rl.Count("n")], epsilon={"s": 2.0, "n": 0.5})
+    >>> for value in (0, 10):
+    ...     r = risk.membership_risk(plan, {"s": value})
+    ...     print(round(r.risk, 4), round(r.posterior_odds_bound, 4), round(r.epsilon_bound, 4))
+    0.3775 1.6487 12.1825
+    0.1777 12.1825 12.1825
     """
     owner = "membership_risk"
-    values = _plan_values(plan, owner)
+    relation = "add/remove" if replacement is None else "replace-one"
+    values = _plan_values(plan, owner, (relation,))
     prior = _prior(prior, owner)
-    neighbouring = values.neighbouring or ("add/remove" if replacement is None else "replace-one")
+    neighbouring = values.neighbouring or relation
     target = _record(values, record, owner, "record")
     if neighbouring == "replace-one":
         if replacement is None:
@@ -428,7 +435,7 @@ def attribute_risk(
     (0.731059, 0.5)
     """
     owner = "attribute_risk"
-    values = _plan_values(plan, owner)
+    values = _plan_values(plan, owner, ("add/remove", "replace-one"))
     if isinstance(candidates, Mapping | str) or not isinstance(candidates, Sequence):
         raise TypeError(
             f"{owner}: `candidates` must be a list of records (dicts), got "
