@@ -55,7 +55,7 @@ from pymc_unbounded_dp.mechanisms import (
 #: Mass left out when an infinite support is truncated (it widens the bounds by at most this).
 TAIL = 1e-18
 #: Largest number of atoms kept exactly (products of several coordinates' atoms).
-EXACT_ATOMS = 1 << 16
+EXACT_ATOMS = 1 << 20
 #: Lattice points when the atoms are too many or a second continuous coordinate is discretised.
 LATTICE = 1 << 20
 #: Largest support of one discrete coordinate enumerated atom by atom.
@@ -108,24 +108,20 @@ def discrete_laplace_law(d: int, t: float) -> Law:
     """The loss of a shift by ``d >= 1`` under discrete Laplace noise of scale ``t``.
 
     ``P0(y <= 0) = 1/(1+q)``, ``P0(y) = (1-q)/(1+q) q^y`` for ``0 < y < d``, ``P0(y >= d) =
-    q^d/(1+q)`` with ``q = e^{-1/t}``; far in the tail the atoms are lumped into one (its value
-    bracketed by the smallest and largest loss it holds).
+    q^d/(1+q)`` with ``q = e^{-1/t}``, at loss ``(2y - d)/t``. Far in the tail (``q^y < 1e-18``)
+    the atoms are lumped into one, and beyond ``MAX_SUPPORT`` atoms consecutive ones are lumped in
+    blocks (closed-form geometric sums), each bracketed by its smallest and largest loss.
     """
     q = math.exp(-1.0 / t)
     keep = min(d, max(1, math.ceil(t * -math.log(TAIL))))  # q**keep <= TAIL
-    if keep + 1 > MAX_SUPPORT:
-        raise NotImplementedError(
-            f"the discrete Laplace shift {d} at scale {t:g} needs {keep + 1} atoms (more than "
-            f"{MAX_SUPPORT}); the noise scale is too large for exact summation."
-        )
-    y = np.arange(keep + 1)
-    weights = math.tanh(0.5 / t) * np.exp(-y / t)
-    weights[0] = 1.0 / (1.0 + q)
-    weights[-1] = math.exp(-keep / t) / (1.0 + q)  # P0(y >= keep), the tail lumped
-    lo = (2.0 * y - d) / t
-    hi = lo.copy()
-    hi[-1] = d / t
-    return Law(lo, weights, hi, weights.copy(), exact=keep == d)
+    block = max(1, math.ceil((keep + 1) / MAX_SUPPORT))
+    first = np.arange(1, keep, block, dtype=float)  # blocks of 0 < y < keep
+    last = np.minimum(first + block - 1, keep - 1)
+    interior = np.exp(-first / t) * -np.expm1(-(last - first + 1) / t) / (1.0 + q)
+    weights = np.concatenate([[1.0 / (1.0 + q)], interior, [math.exp(-keep / t) / (1.0 + q)]])
+    lo = np.concatenate([[-d / t], (2.0 * first - d) / t, [(2.0 * keep - d) / t]])
+    hi = np.concatenate([[-d / t], (2.0 * last - d) / t, [d / t]])
+    return Law(lo, weights, hi, weights.copy(), exact=block == 1)
 
 
 def discrete_gaussian_law(d: int, sigma: float) -> Law:
@@ -318,7 +314,7 @@ def compose_risk(
     exact = not extra_laplace
     if not extra_laplace:
         for law in sorted(laws, key=lambda law: law.size):
-            if total.size * law.size > EXACT_ATOMS * 64:
+            if total.size * law.size > 4 * EXACT_ATOMS:
                 exact = False
                 break
             total = _outer(total, law)

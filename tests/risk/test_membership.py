@@ -390,3 +390,14 @@ def test_relation_to_the_decision_theoretic_framework():
     everyone = [{"cases": [0, 0, 0]}] * 6
     nothing = risk.attribute_risk(plan, everyone)
     assert 1 - nothing.risk == pytest.approx(1 / 6) == losses["p6"]
+
+
+def test_a_release_and_a_dict_of_pairs_give_the_plans_risk():
+    plan = rl.Plan([rl.Statistic("s", 0, 3, integer=True), rl.Count("n")], epsilon=1.0)
+    release = plan.release(sums={"s": 10}, n=8, sampler="pmdp")
+    pairs = {name: (plan.statistics[name], plan.mechanisms[name]) for name in plan.statistics}
+    expected = risk.membership_risk(plan, {"s": 2}, 0.4)
+    assert risk.membership_risk(release, {"s": 2}, 0.4) == expected
+    assert risk.membership_risk(pairs, {"s": 2}, 0.4) == expected
+    with pytest.raises(TypeError, match=r"`plan`\['s'\] must be a pair"):
+        risk.membership_risk(dict(plan.mechanisms), {"s": 2})
