@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["_core", "_decision", "_kanon", "_minrisk", "_rules", "_sensitivity"]
+MODULES = ["_core", "_decision", "_kanon", "_membership", "_minrisk", "_rules", "_sensitivity"]
 
 
 @pytest.mark.parametrize("name", MODULES)
