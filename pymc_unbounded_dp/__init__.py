@@ -32,7 +32,7 @@ with _warnings.catch_warnings():
     _ = _pytensor.config.blas__ldflags
 del _
 
-from pymc_unbounded_dp import conjugate, release, risk
+from pymc_unbounded_dp import conjugate, epsilon, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
 from pymc_unbounded_dp.epsilon import EpsilonReport, choose_epsilon
@@ -77,6 +77,7 @@ __all__ = [
     "Tulap",
     "choose_epsilon",
     "conjugate",
+    "epsilon",
     "mcem",
     "release",
     "plugin_check",

@@ -515,7 +515,7 @@ def _demo(args, out=None) -> int:
 
 #: ``pmdp epsilon``'s settings, and those of ``--quick``.
 EPSILON_DEFAULTS = {
-    "epsilons": (0.25, 0.5, 1.0, 2.0, 4.0),
+    "epsilons": (0.5, 1.0, 2.0, 4.0, 8.0),
     "replicates": 4,
     "records": 1000,
     "draws": 500,
@@ -587,7 +587,13 @@ def _epsilon(args, out=None) -> int:
     ]
     print(f"\nDone in {seconds / 60:.1f} min.\n", file=out)
     print(shown.to_string(float_format=lambda v: f"{v:.3g}"), file=out)
-    print(f"\n{report.recommend()}", file=out)
+    advice = (
+        report.recommend().reason
+        if args.target_width is not None or args.max_advantage is not None
+        else "For a recommendation, give --target-width W (the widest acceptable 95% interval "
+        "of beta and tau) or --max-advantage A (the largest acceptable membership advantage)."
+    )
+    print(f"\n{advice}", file=out)
     print("\nWrote:\n" + "\n".join(f"  {p}" for p in (html, table, fits_csv)), file=out)
     return 0
 

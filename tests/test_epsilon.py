@@ -313,3 +313,40 @@ def test_risk_of_a_count_is_the_closed_form(plan, records):
     assert np.allclose(report.table["trivial_risk"], 0.5, rtol=0, atol=1e-12)
     # risk rises toward the trivial attacker's as epsilon shrinks
     assert report.table["membership_risk"].is_monotonic_decreasing
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["--epsilons", "4,1"], "--epsilons"),
+        (["--epsilons", "1,inf"], "--epsilons"),
+        (["--prior", "1"], "--prior"),
+        (["--max-advantage", "2"], "--max-advantage"),
+        (["--replicates", "0"], "--replicates"),
+    ],
+)
+def test_the_command_names_a_bad_option(capsys, tmp_path, argv, option):
+    from pymc_unbounded_dp import cli
+
+    code = cli.main(["epsilon", *argv, "--out", str(tmp_path)])
+    assert code == 2 and option in capsys.readouterr().err
+
+
+def test_the_command_writes_the_page(capsys, tmp_path, fake_risk):
+    from pymc_unbounded_dp import cli
+
+    argv = ["epsilon", "--quick", "--workers", "1", "--epsilons", "4", "--replicates", "1"]
+    argv += ["--records", "200", "--draws", "30", "--tune", "30", "--target-width", "100"]
+    code = cli.main([*argv, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "epsilon = 4 is the smallest budget" in out
+    page = (tmp_path / "epsilon.html").read_text()
+    assert "<img" in page and "<table" in page and "width(beta[1])" in page
+    table = pd.read_csv(tmp_path / "epsilon.csv", index_col=0)
+    assert list(table.index) == [4.0]
+    assert {"membership_risk", "width(tau)", "mean(n)"} <= set(table.columns)
+    assert len(pd.read_csv(tmp_path / "fits.csv")) == 4  # one fit: beta[0..2], tau
