@@ -68,9 +68,25 @@ PROB = 0.95
 #: What the simulated releases say in their ``sampler`` field.
 SIMULATED = "simulated: seeded NumPy draws (pmdp.choose_epsilon), not for publishing"
 #: The risk figures of :func:`pymc_unbounded_dp.risk.membership_risk`, in the table's order.
-RISK_FIELDS = ("risk", "trivial_risk", "advantage", "posterior_odds_bound", "epsilon_bound")
+RISK_FIELDS = (
+    "risk",
+    "trivial_risk",
+    "advantage",
+    "posterior_odds_bound",
+    "epsilon_bound",
+    "lower",
+    "upper",
+)
 #: Their columns in :attr:`EpsilonReport.table`.
-RISK_COLUMNS = ("membership_risk", *RISK_FIELDS[1:])
+RISK_COLUMNS = (
+    "membership_risk",
+    "trivial_risk",
+    "advantage",
+    "posterior_odds_bound",
+    "epsilon_bound",
+    "membership_risk_lower",
+    "membership_risk_upper",
+)
 
 
 # -- simulated releases ----------------------------------------------------------------------------
@@ -539,6 +555,7 @@ def choose_epsilon(
     params: str | Sequence[str],
     replicates: int = 10,
     record: Mapping | None = None,
+    replacement: Mapping | None = None,
     target_width: float | Mapping[str, float] | None = None,
     max_membership_advantage: float | None = None,
     prior: float = 0.5,
@@ -578,6 +595,9 @@ def choose_epsilon(
         The target of the membership risk, ``{statistic: one record's value}`` for each summed
         statistic, within the declared bounds. Default: the worst case, each coordinate at the
         bound of largest magnitude.
+    replacement : dict, optional
+        A replace-one plan only: the record that replaces the target when it is not in the data
+        (like ``record``). Default: each coordinate at the bound farther from the target's.
     target_width, max_membership_advantage : optional
         Defaults of :meth:`EpsilonReport.recommend`: the widest acceptable expected 95% interval
         (one number, or ``{label: width}``), and the largest acceptable membership advantage.
@@ -654,7 +674,15 @@ def choose_epsilon(
             f"{owner}: `max_membership_advantage` must be a number in [0, 1], got "
             f"{max_membership_advantage!r}."
         )
-    target = _record(record, plan, owner)
+    target = _record(record, plan, owner, "record")
+    other = None
+    if plan.neighbouring == "replace-one":
+        other = _record(replacement, plan, owner, "replacement", opposite=target)
+    elif replacement is not None:
+        raise ValueError(
+            f"{owner}: `replacement` is for a replace-one plan; under add/remove the alternative "
+            "is the target's absence."
+        )
     summed = {k: s for k, s in plan.statistics.items() if s.kind == "sum"}
     sums, n = rl._sum_records(records, summed, owner)
     count = next(
@@ -711,7 +739,7 @@ def choose_epsilon(
     else:
         values = _truth(truth, params, shapes, owner)
         notes.append("Coverage is of the values given as `truth`.")
-    risks = {b: _membership(plans[b], target, prior) for b in grid}
+    risks = {b: _membership(plans[b], target, other, prior) for b in grid}
     notes.append(
         "Risk: the exact Bayes risk (0-1 loss) of the best attacker who knows every other record "
         "and the target's value and sees the whole release, deciding whether the target is in "
@@ -739,17 +767,19 @@ def _execute(tasks: list[_Task], client) -> list[dict]:
     return client.gather(futures)
 
 
-def _membership(plan: rl.Plan, record: dict, prior: float) -> tuple[dict, str]:
+def _membership(plan: rl.Plan, record: dict, replacement, prior: float) -> tuple[dict, str]:
     """The risk figures of ``record`` under ``plan`` (:func:`pymc_unbounded_dp.risk.
     membership_risk`, imported here) and how they were computed."""
     from pymc_unbounded_dp import risk
 
-    result = risk.membership_risk(plan, record, prior)
+    options = {} if replacement is None else {"replacement": replacement}
+    result = risk.membership_risk(plan, record, prior, **options)
     figures = {
         column: float(getattr(result, field))
         for column, field in zip(RISK_COLUMNS, RISK_FIELDS, strict=True)
     }
-    return figures, f"{result.neighbouring} neighbours; {result.method}"
+    figures["risk_method"] = str(result.method)
+    return figures, f"{result.neighbouring} neighbours"
 
 
 def _fits_frame(keys, tasks, results, labels, reference, measure) -> pd.DataFrame:
@@ -848,17 +878,24 @@ def _integer(value, label: str, owner: str, minimum: int) -> None:
         raise ValueError(f"{owner}: `{label}` must be an integer >= {minimum}, got {value!r}.")
 
 
-def _record(record, plan: rl.Plan, owner: str) -> dict:
-    """The target record, checked against the declared bounds (default: the worst case)."""
+def _record(record, plan: rl.Plan, owner: str, label: str, opposite=None) -> dict:
+    """A record checked against the declared bounds. Default: the worst case, each coordinate at
+    the bound of largest magnitude, or (``opposite``, a replacement) at the bound farther from
+    ``opposite``'s value."""
     summed = {k: s for k, s in plan.statistics.items() if s.kind == "sum"}
-    if record is None:
+    if record is None and opposite is None:
         return {
             k: np.where(np.abs(s.upper) >= np.abs(s.lower), s.upper, s.lower)
             for k, s in summed.items()
         }
+    if record is None:
+        return {
+            k: np.where(opposite[k] - s.lower >= s.upper - opposite[k], s.lower, s.upper)
+            for k, s in summed.items()
+        }
     if not isinstance(record, Mapping) or set(record) != set(summed):
         raise ValueError(
-            f"{owner}: `record` must be a dict with one record's value of each summed statistic "
+            f"{owner}: `{label}` must be a dict with one record's value of each summed statistic "
             f"{sorted(summed)}, got {record!r}."
         )
     out = {}
@@ -866,10 +903,10 @@ def _record(record, plan: rl.Plan, owner: str) -> dict:
         try:
             value = np.asarray(record[name], dtype=float)
         except (TypeError, ValueError):
-            raise ValueError(f"{owner}: `record[{name!r}]` must be numeric.") from None
+            raise ValueError(f"{owner}: `{label}[{name!r}]` must be numeric.") from None
         if value.shape != stat.shape:
             raise ValueError(
-                f"{owner}: `record[{name!r}]` has shape {value.shape}; the statistic's is "
+                f"{owner}: `{label}[{name!r}]` has shape {value.shape}; the statistic's is "
                 f"{stat.shape}."
             )
         if (
@@ -878,7 +915,7 @@ def _record(record, plan: rl.Plan, owner: str) -> dict:
             or np.any(value > stat.upper)
         ):
             raise ValueError(
-                f"{owner}: `record[{name!r}]` = {value} is outside the plan's declared bounds "
+                f"{owner}: `{label}[{name!r}]` = {value} is outside the plan's declared bounds "
                 f"[{stat.lower}, {stat.upper}]; a record's statistic is clamped to them before "
                 "release."
             )

@@ -30,7 +30,7 @@ def fake_membership_risk(plan, record, prior=0.5, *, replacement=None):
     """Stands in for ``pmdp.risk.membership_risk``: numbers that identify the plan's budget."""
     epsilon = plan.guarantee["epsilon"]
     risk = 1 / (1 + math.exp(epsilon))
-    fake_membership_risk.calls.append((plan, record, prior))
+    fake_membership_risk.calls.append((plan, record, prior, replacement))
     return SimpleNamespace(
         risk=risk,
         trivial_risk=0.5,
@@ -64,7 +64,11 @@ def fake_risk(monkeypatch):
 
 @pytest.fixture(scope="module")
 def plan():
-    return rl.Plan([rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+    return rl.Plan(
+        [rl.Statistic("s", 0, 1, integer=True), rl.Count("n")],
+        epsilon=1.0,
+        weights={"s": 0.75, "n": 0.25},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +99,7 @@ def test_the_table_has_one_row_per_epsilon_with_split_risk_and_utility(report):
     table = report.table
     assert list(table.index) == GRID and table.index.name == "epsilon"
     assert np.allclose(table["epsilon[s]"] + table["epsilon[n]"], GRID)
-    assert np.allclose(table["epsilon[s]"], table["epsilon[n]"])  # the template's equal split
+    assert np.allclose(table["epsilon[s]"], 3 * table["epsilon[n]"])  # the template's split
     for column in ["sd", "sd_se", "width", "width_se", "coverage", "coverage_se"]:
         assert table[f"{column}(theta)"].notna().all(), column
     for column in ["mean(n)", "mean_se(n)", "sd(n)", "sd_se(n)"]:
@@ -105,9 +109,11 @@ def test_the_table_has_one_row_per_epsilon_with_split_risk_and_utility(report):
     assert np.allclose(table["membership_risk"], risks, rtol=0, atol=1e-15)
     assert np.allclose(table["advantage"], [0.5 - r for r in risks])
     assert np.allclose(table["epsilon_bound"], np.exp(GRID))
+    assert np.allclose(table["membership_risk_lower"], risks)
+    assert list(table["risk_method"]) == ["fake", "fake"]
     plans = [call[0] for call in report.risk_calls]
     assert [p.guarantee["epsilon"] for p in plans] == pytest.approx(GRID)
-    assert all(call[1] == {"s": 1} and call[2] == 0.5 for call in report.risk_calls)
+    assert all(call[1:] == ({"s": 1}, 0.5, None) for call in report.risk_calls)
     assert len(report.fits) == len(GRID) * 3
     assert "EpsilonReport(epsilon in [0.5, 4]" in repr(report)
 
@@ -125,7 +131,7 @@ def test_a_fit_of_the_report_is_a_fit_by_hand(report, plan, records):
     """The report's fit is reproduced exactly from its seeds, and a fresh release fitted by hand
     agrees with the report's expected posterior sd within its Monte Carlo error."""
     row = report.fits.query("epsilon == 0.5 and replicate == 0").iloc[0]
-    by_hand = rl.Plan(list(plan.statistics.values()), epsilon=0.5)
+    by_hand = rl.Plan(list(plan.statistics.values()), epsilon=0.5, weights={"s": 0.75, "n": 0.25})
     sums = {"s": int(records["s"].sum())}
 
     def posterior_sd(noise_seed, chain_seed):
@@ -288,9 +294,35 @@ def test_bad_input_names_the_argument(plan, records, change, argument, fake_risk
         pmdp.choose_epsilon(records, plan, bernoulli_model, **arguments, draws=5, tune=5)
 
 
+def test_a_replace_one_plan_compares_the_target_with_its_replacement(records, fake_risk):
+    bounded = rl.Plan(
+        [rl.Statistic("s", 0, 1, integer=True), rl.Count("n")],
+        neighbouring="replace-one",
+        epsilon=1.0,
+    )
+    arguments = {"params": "theta", "replicates": 1, "truth": {"theta": 0.3}, "draws": 20}
+    report = pmdp.choose_epsilon(records, bounded, bernoulli_model, [1.0], tune=20, **arguments)
+    assert fake_risk.calls[-1][1:] == ({"s": 1}, 0.5, {"s": 0})  # the opposite bound
+    assert "epsilon[n]" not in report.table  # n is public: no share
+    assert "mean(n)" not in report.table
+    with pytest.raises(ValueError, match="`replacement"):
+        pmdp.choose_epsilon(
+            records, bounded, bernoulli_model, [1.0], replacement={"s": 3}, **arguments
+        )
+    with pytest.raises(ValueError, match="`replacement"):
+        pmdp.choose_epsilon(
+            records,
+            bounded.__class__(list(bounded.statistics.values()), epsilon=1.0),
+            bernoulli_model,
+            [1.0],
+            replacement={"s": 0},
+            **arguments,
+        )
+
+
 def test_risk_of_a_count_is_the_closed_form(plan, records):
     """Against the real risk engine: a target record whose statistic is 0 changes only the count,
-    released alone with a discrete Laplace at its share epsilon / 2: risk 1 / (1 + e^(eps/2))."""
+    released alone with a discrete Laplace at its share epsilon / 4: risk 1 / (1 + e^(eps/4))."""
     from pymc_unbounded_dp import risk
 
     if not hasattr(risk, "membership_risk"):
@@ -308,7 +340,7 @@ def test_risk_of_a_count_is_the_closed_form(plan, records):
         draws=20,
         tune=20,
     )
-    expected = [1 / (1 + math.exp(e / 2)) for e in GRID]
+    expected = [1 / (1 + math.exp(e / 4)) for e in GRID]
     assert np.allclose(report.table["membership_risk"], expected, rtol=0, atol=1e-12)
     assert np.allclose(report.table["trivial_risk"], 0.5, rtol=0, atol=1e-12)
     # risk rises toward the trivial attacker's as epsilon shrinks
