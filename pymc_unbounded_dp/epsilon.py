@@ -89,7 +89,7 @@ RISK_COLUMNS = (
 )
 
 
-# -- simulated releases ----------------------------------------------------------------------------
+# -- simulated releases --------------------------------------------------------------------------
 def simulate_release(plan: rl.Plan, sums: Mapping, n: int, random_seed=None) -> rl.Release:
     """A release of the exact ``sums`` of ``n`` clamped records under ``plan``, with **simulated**
     noise (seeded NumPy, :meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`).
@@ -228,7 +228,7 @@ def _run(task: _Task) -> dict:
     }
 
 
-# -- the report ---------------------------------------------------------------------------------------
+# -- the report ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Recommendation:
     """What :meth:`EpsilonReport.recommend` advises: a budget (``None`` if no budget of the grid
@@ -295,7 +295,7 @@ class EpsilonReport:
             ".table, .plot(), .recommend(), .to_html(path))"
         )
 
-    # -- the recommendation ---------------------------------------------------------------------------
+    # -- the recommendation ----------------------------------------------------------------------
     def recommend(
         self,
         target_width: float | Mapping[str, float] | None = None,
@@ -325,7 +325,7 @@ class EpsilonReport:
                 "guessing) to get a recommendation.",
             )
         grid = list(self.table.index)
-        widths = [] if target is None else self._widths(target)
+        widths = [] if target is None else _widths(target, self.labels, "EpsilonReport.recommend")
         meets = [all(row[c] <= w for c, w in widths) for _, row in self.table.iterrows()]
         under = (
             [True] * len(grid)
@@ -377,27 +377,6 @@ class EpsilonReport:
             "utility this risk allows.",
         )
 
-    def _widths(self, target) -> list[tuple[str, float]]:
-        if isinstance(target, Mapping):
-            unknown = sorted(set(target) - set(self.labels))
-            if unknown:
-                raise ValueError(
-                    f"EpsilonReport.recommend: `target_width` names {unknown}, not among the "
-                    f"parameters {self.labels}."
-                )
-            pairs = list(target.items())
-        else:
-            pairs = [(label, target) for label in self.labels]
-        out = []
-        for label, width in pairs:
-            if isinstance(width, bool) or not isinstance(width, numbers.Real) or not width > 0:
-                raise ValueError(
-                    f"EpsilonReport.recommend: `target_width` must be a positive number (or "
-                    f"{{parameter: width}}), got {width!r} for {label!r}."
-                )
-            out.append((f"width({label})", float(width)))
-        return out
-
     def _width_text(self, value, widths) -> str:
         row = self.table.loc[value]
         parts = []
@@ -406,7 +385,7 @@ class EpsilonReport:
             parts.append(f"{column} = {row[column]:.3g}" + (f" ± {se:.2g}" if se == se else ""))
         return ", ".join(parts)
 
-    # -- the figure ------------------------------------------------------------------------------------
+    # -- the figure ------------------------------------------------------------------------------
     def plot(self, ax=None):
         """The risk-utility frontier: for each parameter, the expected 95% interval width (with
         its Monte Carlo error) against the attacker's membership advantage, each point annotated
@@ -447,7 +426,7 @@ class EpsilonReport:
         fig.tight_layout()
         return fig
 
-    # -- the page ----------------------------------------------------------------------------------------
+    # -- the page --------------------------------------------------------------------------------
     def paragraphs(self) -> list[str]:
         """One plain-language paragraph per budget: its risk and utility, and which way they move
         from the next larger budget (as the budget shrinks)."""
@@ -537,6 +516,28 @@ class EpsilonReport:
         return path
 
 
+def _widths(target, labels: list[str], owner: str) -> list[tuple[str, float]]:
+    """``target_width`` (one width, or ``{label: width}``) as ``[(column, width)]``."""
+    if isinstance(target, Mapping):
+        unknown = sorted(set(target) - set(labels))
+        if unknown:
+            raise ValueError(
+                f"{owner}: `target_width` names {unknown}, not among the parameters {labels}."
+            )
+        pairs = list(target.items())
+    else:
+        pairs = [(label, target) for label in labels]
+    out = []
+    for label, width in pairs:
+        if isinstance(width, bool) or not isinstance(width, numbers.Real) or not width > 0:
+            raise ValueError(
+                f"{owner}: `target_width` must be a positive number (or {{parameter: width}}), "
+                f"got {width!r} for {label!r}."
+            )
+        out.append((f"width({label})", float(width)))
+    return out
+
+
 def _known(row: pd.Series, column: str) -> bool:
     return column in row and bool(np.isfinite(row[column]))
 
@@ -545,7 +546,7 @@ def _verb(new, old, up: str, down: str) -> str:
     return up if new >= old else down
 
 
-# -- the driver ---------------------------------------------------------------------------------------
+# -- the driver ----------------------------------------------------------------------------------
 def choose_epsilon(
     records: Mapping,
     plan: rl.Plan,
@@ -690,7 +691,7 @@ def choose_epsilon(
     )
     root = np.random.SeedSequence(_entropy(random_seed))
 
-    def task(budget_plan, key, level=augment) -> _Task:
+    def task(budget_plan, key) -> _Task:
         noise, chain = np.random.SeedSequence(root.entropy, spawn_key=key).spawn(2)
         return _Task(
             model,
@@ -704,7 +705,7 @@ def choose_epsilon(
             draws,
             tune,
             chains,
-            level,
+            augment,
         )
 
     plans = {b: _plan_at(plan, b) for b in grid}
@@ -713,10 +714,23 @@ def choose_epsilon(
     built = model(simulate_release(reference.plan, sums, n, reference.noise_seed))
     shapes = _check_params(built, params, owner)
     labels = [label for name in params for label, _ in _labels(name, shapes[name])]
+    if target_width is not None:
+        _widths(target_width, labels, owner)
+    reference_values = None if truth is None else _truth(truth, params, shapes, owner)
+    risks = {b: _membership(plans[b], target, other, prior) for b in grid}
+    alternative = (
+        "whether the target is in the data"
+        if other is None
+        else "whether the data hold the target's record or the replacement record"
+    )
     notes = [
         f"Each row is one total {plan.measure} of the plan, split as the template "
         f"({', '.join(f'{k}: {v:.3g}' for k, v in _fractions(plan).items())}) under "
         f"{plan.neighbouring} neighbours.",
+        "Risk: the exact Bayes risk (0-1 loss) of the best attacker who knows every other record "
+        f"and the target's value and sees the whole release, deciding {alternative} (prior "
+        f"{prior:g}; {risks[grid[0]][1]}); the advantage is its gain over the trivial attacker, "
+        "who only guesses from the prior.",
         f"Utility: {replicates} simulated releases per row (seeded NumPy noise: a simulation "
         "study, not releases to publish), each fitted with the analyst's model "
         f"({chains} chain(s) x {draws} draws after {tune} tuning); each figure is a mean over "
@@ -727,27 +741,19 @@ def choose_epsilon(
     runs += [task(plans[b], (_code(b), r)) for b, r in keys]
     results = _execute(runs, client)
     if truth is None:
-        values = results.pop(0)["summary"]
-        values = {label: values[label][0] for label in labels}
+        summary = results.pop(0)["summary"]
+        reference_values = {label: summary[label][0] for label in labels}
         notes.append(
             "Coverage is of the value the confidential data give: the posterior mean of a fit "
             f"to a release of the same records with noise scales {REFERENCE_FACTOR:g} times "
             f"smaller than at {plan.measure} = {grid[-1]:g}: "
-            + ", ".join(f"{k} = {v:.4g}" for k, v in values.items())
+            + ", ".join(f"{k} = {v:.4g}" for k, v in reference_values.items())
             + "."
         )
     else:
-        values = _truth(truth, params, shapes, owner)
         notes.append("Coverage is of the values given as `truth`.")
-    risks = {b: _membership(plans[b], target, other, prior) for b in grid}
-    notes.append(
-        "Risk: the exact Bayes risk (0-1 loss) of the best attacker who knows every other record "
-        "and the target's value and sees the whole release, deciding whether the target is in "
-        f"the data (prior {prior:g}; {risks[grid[0]][1]}); the advantage is its gain over the "
-        "trivial attacker, who only guesses from the prior."
-    )
     risks = {b: figures for b, (figures, _) in risks.items()}
-    fits = _fits_frame(keys, runs[-len(keys) :], results, labels, values, plan.measure)
+    fits = _fits_frame(keys, runs[-len(keys) :], results, labels, reference_values, plan.measure)
     table = _table(grid, plans, risks, fits, results, keys, labels, count, plan.measure)
     return EpsilonReport(
         table,
@@ -835,7 +841,7 @@ def _mean_se(values: pd.Series) -> tuple[float, float]:
     return float(values.mean()), float(se)
 
 
-# -- argument checks ------------------------------------------------------------------------------------
+# -- argument checks -----------------------------------------------------------------------------
 def _grid(epsilons, measure: str, owner: str) -> list[float]:
     label = f"`epsilons` (a grid of {measure} values)"
     if isinstance(epsilons, str | bytes) or not isinstance(epsilons, Sequence | np.ndarray):

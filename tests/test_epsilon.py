@@ -266,7 +266,7 @@ def test_plot_and_html_page(tmp_path):
     assert "the interval of a widens from 0.5 to 0.9 (less utility)" in page
 
 
-# -- bad input ----------------------------------------------------------------------------------------
+# -- bad input -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -347,7 +347,7 @@ def test_risk_of_a_count_is_the_closed_form(plan, records):
     assert report.table["membership_risk"].is_monotonic_decreasing
 
 
-# -- the command ----------------------------------------------------------------------------------
+# -- the command ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
