@@ -388,8 +388,9 @@ class EpsilonReport:
     # -- the figure ------------------------------------------------------------------------------
     def plot(self, ax=None):
         """The risk-utility frontier: for each parameter, the expected 95% interval width (with
-        its Monte Carlo error) against the attacker's membership advantage, each point annotated
-        with its budget. Returns the matplotlib ``Figure``.
+        its Monte Carlo error) against the attacker's membership advantage (the budget itself
+        where the table has no risk), each budget annotated once. Returns the matplotlib
+        ``Figure``.
         """
         import matplotlib.pyplot as plt
 
@@ -401,20 +402,21 @@ class EpsilonReport:
         has_risk = "advantage" in table and table["advantage"].notna().any()
         x = table["advantage"].to_numpy() if has_risk else table.index.to_numpy(dtype=float)
         symbol = "ε" if self.measure == "epsilon" else "ρ"
-        for label in self.labels:
-            width = table[f"width({label})"].to_numpy()
+        widths = table[[f"width({label})" for label in self.labels]].to_numpy()
+        for label, width in zip(self.labels, widths.T, strict=True):
             se = table.get(f"width_se({label})", pd.Series(np.nan, index=table.index))
             ax.errorbar(
                 x, width, yerr=np.nan_to_num(se.to_numpy()), marker="o", capsize=3, label=label
             )
-            for xi, yi, value in zip(x, width, table.index, strict=True):
-                ax.annotate(
-                    f"{symbol}={value:g}",
-                    (xi, yi),
-                    textcoords="offset points",
-                    xytext=(4, 4),
-                    fontsize=8,
-                )
+        for xi, top, value in zip(x, np.nanmax(widths, axis=1), table.index, strict=True):
+            # one label per budget, above its highest point
+            ax.annotate(
+                f"{symbol}={value:g}",
+                (xi, top),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=8,
+            )
         ax.set_xlabel(
             "membership advantage of the attacker (risk: right is riskier)"
             if has_risk
