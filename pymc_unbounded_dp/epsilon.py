@@ -139,8 +139,16 @@ def simulate_release(plan: rl.Plan, sums: Mapping, n: int, random_seed=None) -> 
 
 
 def _entropy(seed) -> int | None:
+    """``seed`` (an int, None, a ``SeedSequence`` or a ``Generator``) as ``SeedSequence``'s
+    entropy."""
     if isinstance(seed, np.random.SeedSequence):
         return int(seed.generate_state(1, np.uint64)[0])
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(2**63))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ValueError(
+            f"`random_seed` must be an integer, None, a SeedSequence or a Generator, got {seed!r}."
+        )
     return seed
 
 
@@ -476,6 +484,15 @@ class EpsilonReport:
                     )
                 for label in self.labels:
                     a, b = above[f"width({label})"], row[f"width({label})"]
+                    noise = math.hypot(
+                        above.get(f"width_se({label})", 0.0), row.get(f"width_se({label})", 0.0)
+                    )
+                    if abs(b - a) <= 2 * noise:  # NaN se (one replicate): never "within"
+                        moves.append(
+                            f"the interval of {label} goes from {a:.3g} to {b:.3g}, within twice "
+                            "its Monte Carlo error (no clear change)"
+                        )
+                        continue
                     moves.append(
                         f"the interval of {label} {_verb(b, a, 'widens', 'narrows')} from "
                         f"{a:.3g} to {b:.3g} ({'less' if b >= a else 'more'} utility)"

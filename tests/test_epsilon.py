@@ -216,7 +216,7 @@ def hand_made(**options):
             "width(a)": [0.9, 0.5, 0.3, 0.2],
             "width_se(a)": [0.01] * 4,
             "width(b)": [0.6, 0.4, 0.35, 0.1],
-            "width_se(b)": [0.01] * 4,
+            "width_se(b)": [0.03] * 4,
         },
         index=pd.Index([0.25, 0.5, 1.0, 2.0], name="epsilon"),
     )
@@ -264,6 +264,7 @@ def test_plot_and_html_page(tmp_path):
     assert page.count("Shrinking epsilon from") == 3
     assert "the attacker&#x27;s error rises from 0.35 to 0.45" in page
     assert "the interval of a widens from 0.5 to 0.9 (less utility)" in page
+    assert "the interval of b goes from 0.35 to 0.4, within twice its Monte Carlo error" in page
 
 
 # -- bad input -----------------------------------------------------------------------------------

@@ -106,11 +106,13 @@ report"""),
 columns += [f"{figure}({p})" for p in ["beta[1]", "tau"] for figure in ("width", "width_se")]
 columns += ["coverage(beta[1])", "mean(n)", "sd(n)"]
 report.table[columns].round(3)"""),
-    md("""Reading down the table, the epsilon shrinks. The attacker's error rises toward the trivial
-attacker's 0.5, who only guesses, and the advantage falls. At the same time every interval widens
-and the posterior of `n` spreads out. All the risk columns are exact. All the utility columns are
-Monte Carlo averages over the replicates, with their standard errors in the `_se` columns. The
-paragraphs of `report.paragraphs()` say the same in words:"""),
+    md("""Reading up the table, the epsilon shrinks. The attacker's error rises toward the trivial
+attacker's 0.5, who only guesses, and the advantage falls. At the same time the intervals widen
+and the posterior of `n` spreads out. Where a posterior is already close to its prior (`tau` at
+the smallest budgets), its width moves by less than its Monte Carlo error. All the risk columns
+are exact. All the utility columns are Monte Carlo averages over the replicates, with their
+standard errors in the `_se` columns. The paragraphs of `report.paragraphs()` say the same in
+words, and they flag a change that is within the Monte Carlo error:"""),
     code("""for text in report.paragraphs()[:2]:
     print(text, end="\\n\\n")"""),
     md("""## The frontier
