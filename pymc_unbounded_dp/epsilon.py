@@ -746,10 +746,13 @@ def choose_epsilon(
         f"Each row is one total {plan.measure} of the plan, split as the template "
         f"({', '.join(f'{k}: {v:.3g}' for k, v in _fractions(plan).items())}) under "
         f"{plan.neighbouring} neighbours.",
-        "Risk: the exact Bayes risk (0-1 loss) of the best attacker who knows every other record "
-        f"and the target's value and sees the whole release, deciding {alternative} (prior "
-        f"{prior:g}; {risks[grid[0]][1]}); the advantage is its gain over the trivial attacker, "
-        "who only guesses from the prior.",
+        "Risk: the Bayes risk (0-1 loss) of the best attacker who knows every other record and "
+        f"the target's value and sees the whole release, deciding {alternative} (prior "
+        f"{prior:g}; {risks[grid[0]][1]}), computed by pmdp.risk.membership_risk without "
+        f"simulation ({' and '.join(sorted({f['risk_method'] for f, _ in risks.values()}))}: "
+        "closed forms and exact sums, or quadrature with rigorous bounds, in the columns "
+        "membership_risk_lower and _upper); the advantage is its gain over the trivial "
+        "attacker, who only guesses from the prior.",
         f"Utility: {replicates} simulated releases per row (seeded NumPy noise: a simulation "
         "study, not releases to publish), each fitted with the analyst's model "
         f"({chains} chain(s) x {draws} draws after {tune} tuning); each figure is a mean over "
