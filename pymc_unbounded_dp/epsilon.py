@@ -749,10 +749,10 @@ def choose_epsilon(
         "Risk: the Bayes risk (0-1 loss) of the best attacker who knows every other record and "
         f"the target's value and sees the whole release, deciding {alternative} (prior "
         f"{prior:g}; {risks[grid[0]][1]}), computed by pmdp.risk.membership_risk without "
-        f"simulation ({' and '.join(sorted({f['risk_method'] for f, _ in risks.values()}))}: "
-        "closed forms and exact sums, or quadrature with rigorous bounds, in the columns "
-        "membership_risk_lower and _upper); the advantage is its gain over the trivial "
-        "attacker, who only guesses from the prior.",
+        f"simulation, by {' and '.join(sorted({f['risk_method'] for f, _ in risks.values()}))} "
+        "('exact': closed forms and exact sums; 'quadrature': a lattice or grid, with rigorous "
+        "bounds in the columns membership_risk_lower and membership_risk_upper); the advantage "
+        "is its gain over the trivial attacker, who only guesses from the prior.",
         f"Utility: {replicates} simulated releases per row (seeded NumPy noise: a simulation "
         "study, not releases to publish), each fitted with the analyst's model "
         f"({chains} chain(s) x {draws} draws after {tune} tuning); each figure is a mean over "

@@ -178,7 +178,9 @@ fig, axes = plt.subplots(1, 4, figsize=(12, 2.8))
 for ax, (name, index) in zip(axes, [("beta", 1), ("beta", 2), ("tau", None), ("n", None)]):
     values = posterior[name].values
     values = (values[..., index] if index is not None else values).ravel()
-    ax.hist(values, bins=40, color="C0", alpha=0.8)
+    integers = np.arange(values.min() - 0.5, values.max() + 1.5)  # one bar per value of n
+    ax.hist(values, bins=integers if name == "n" else 40, color="C0", alpha=0.8)
+    ax.locator_params(axis="x", nbins=5)
     ax.set_title(name if index is None else f"{name}[{index}]")
 fig.suptitle(f"The analyst's posterior from the release at epsilon = {chosen:g}")
 fig.tight_layout()
