@@ -55,7 +55,13 @@ import pandas as pd
 
 from pymc_unbounded_dp import release as rl
 
-__all__ = ["EpsilonReport", "Recommendation", "choose_epsilon", "simulate_release"]
+__all__ = [
+    "REFERENCE_FACTOR",
+    "EpsilonReport",
+    "Recommendation",
+    "choose_epsilon",
+    "simulate_release",
+]
 
 #: The reference fit (the value "the confidential data give") uses noise scales this many times
 #: smaller than at the largest budget of the grid: ``epsilon * 10`` or ``rho * 10**2``. Not
