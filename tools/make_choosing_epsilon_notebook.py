@@ -45,7 +45,6 @@ import numpy as np
 import pandas as pd
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import release as rl
 from pymc_unbounded_dp.examples import regression as reg
 
 logging.getLogger("pymc").setLevel(logging.ERROR)  # sampling chatter
