@@ -169,7 +169,7 @@ def _plan_at(template: rl.Plan, budget: float) -> rl.Plan:
     )
 
 
-# -- one fit (runs in-process or on a Dask worker) ----------------------------------------------------
+# -- one fit (runs in-process or on a Dask worker) ----------------------------------------------
 @dataclass(frozen=True)
 class _Task:
     model: Callable
