@@ -238,7 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
             flag, type=kind, default=None, help=f"{what} (default: {EPSILON_DEFAULTS[key]})"
         )
     eps.add_argument(
-        "--seed", type=_non_negative_int, default=1, help="seed of data, noise and chains"
+        "--seed",
+        type=_non_negative_int,
+        default=1,
+        help="seed of data, noise and chains (default: 1)",
     )
     eps.add_argument(
         "--target-width",
