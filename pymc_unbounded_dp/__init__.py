@@ -3,7 +3,8 @@
 Modules follow the data flow: ``mechanisms`` -> ``blocks`` (Records, PrivatizedSum, SampleSize)
 -> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation, ReversibleJump; ``conjugate`` for
 exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the releases) ->
-``examples``, ``cli``; ``risk`` stands apart.
+``examples``, ``cli``; ``risk`` stands apart; ``epsilon`` (choosing a budget) puts the two
+side by side.
 """
 
 import logging as _logging
@@ -31,9 +32,10 @@ with _warnings.catch_warnings():
     _ = _pytensor.config.blas__ldflags
 del _
 
-from pymc_unbounded_dp import conjugate, release, risk
+from pymc_unbounded_dp import conjugate, epsilon, release, risk
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
+from pymc_unbounded_dp.epsilon import EpsilonReport, choose_epsilon
 from pymc_unbounded_dp.errors import FrozenRecordsError, ImproperPriorError, PrivateDataError
 from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave
@@ -57,6 +59,7 @@ __all__ = [
     "DataAugmentation",
     "DiscreteGaussian",
     "DiscreteLaplace",
+    "EpsilonReport",
     "FrozenRecordsError",
     "Gaussian",
     "ImproperPriorError",
@@ -72,7 +75,9 @@ __all__ = [
     "SampleSize",
     "SensitivityWarning",
     "Tulap",
+    "choose_epsilon",
     "conjugate",
+    "epsilon",
     "mcem",
     "release",
     "plugin_check",

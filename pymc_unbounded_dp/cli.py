@@ -1,4 +1,5 @@
-"""The ``pmdp`` command line: ``pmdp demo`` and ``pmdp reproduce regression|atus|mcem``.
+"""The ``pmdp`` command line: ``pmdp demo``, ``pmdp epsilon`` and ``pmdp reproduce
+regression|atus|mcem``.
 
 ``main(argv)`` returns the exit code: 0 on success, 2 for a usage error (a bad option, a missing
 data directory, an output folder that cannot be written, or results from other settings in the
@@ -87,6 +88,23 @@ def _epsilon_list(text: str) -> tuple[float, ...]:
     return tuple(float("inf") if p == "inf" else _positive_float(p) for p in parts)
 
 
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}")
+    return value
+
+
+def _open_probability(text: str) -> float:
+    value = _probability(text)
+    if value in (0.0, 1.0):
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, got {text!r}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """``ArgumentParser`` whose errors raise (so ``main`` can return the exit code)."""
 
@@ -104,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
         "unbounded DP): the paper's workloads end to end.",
     )
     parser.add_argument("--version", action="version", version=f"pmdp {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{demo,reproduce}", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="{demo,epsilon,reproduce}", parser_class=_Parser
+    )
 
     demo = sub.add_parser(
         "demo",
@@ -175,6 +195,87 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
+
+    eps = sub.add_parser(
+        "epsilon",
+        help="choose epsilon for the regression example: membership risk beside the analyst's "
+        "posterior, per budget, as an HTML page",
+        description="Simulate the paper's regression data, then for each total epsilon of a grid "
+        "(split 2:1 between the 9 statistics and n, as in pmdp demo) compute the exact "
+        "membership risk of a worst-case record and fit simulated releases (seeded noise: a "
+        "simulation study) with the unbounded-DP model; write epsilon.html (figure, table, one "
+        "paragraph per epsilon), epsilon.csv and fits.csv to --out.",
+    )
+    eps.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: pmdp-out/epsilon[-quick])",
+    )
+    eps.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a reduced run that finishes in about a minute ({EPSILON_QUICK['records']} "
+        f"records, epsilon {','.join(map(str, EPSILON_QUICK['epsilons']))}, "
+        f"{EPSILON_QUICK['replicates']} replicates, {EPSILON_QUICK['draws']} draws)",
+    )
+    eps.add_argument(
+        "--epsilons",
+        type=_epsilon_list,
+        default=None,
+        metavar="LIST",
+        help="comma-separated total epsilons, increasing (default: "
+        f"{','.join(map(str, EPSILON_DEFAULTS['epsilons']))})",
+    )
+    for flag, kind, what in (
+        ("--replicates", _positive_int, "simulated releases per epsilon"),
+        ("--records", _positive_int, "records in the simulated data"),
+        ("--draws", _positive_int, "posterior draws per fit"),
+        ("--tune", _non_negative_int, "tuning iterations per fit"),
+    ):
+        key = flag[2:]
+        eps.add_argument(
+            flag, type=kind, default=None, help=f"{what} (default: {EPSILON_DEFAULTS[key]})"
+        )
+    eps.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=1,
+        help="seed of data, noise and chains (default: 1)",
+    )
+    eps.add_argument(
+        "--target-width",
+        type=_positive_float,
+        default=None,
+        help="recommend the smallest epsilon whose expected 95%% intervals of beta and tau are "
+        "at most this wide",
+    )
+    eps.add_argument(
+        "--max-advantage",
+        type=_probability,
+        default=None,
+        help="recommend the largest epsilon whose membership advantage is at most this",
+    )
+    eps.add_argument(
+        "--prior",
+        type=_open_probability,
+        default=0.5,
+        help="the attacker's prior that the target is in the data (default: %(default)s)",
+    )
+    eps.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="worker processes of a local Dask cluster (default: one per core; 1 runs the fits "
+        "in this process)",
+    )
+    eps.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="run the fits on a running Dask scheduler instead",
+    )
+    eps.set_defaults(func=_epsilon)
 
     rep = sub.add_parser(
         "reproduce",
@@ -410,6 +511,93 @@ def _demo(args, out=None) -> int:
         print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
     written = save_demo(result, folder)
     print("\nWrote:\n" + "\n".join(f"  {p}" for p in written), file=out)
+    return 0
+
+
+# -- epsilon -------------------------------------------------------------------------------------
+
+#: ``pmdp epsilon``'s settings, and those of ``--quick``.
+EPSILON_DEFAULTS = {
+    "epsilons": (0.5, 1.0, 2.0, 4.0, 8.0),
+    "replicates": 4,
+    "records": 1000,
+    "draws": 500,
+    "tune": 500,
+}
+EPSILON_QUICK = {"epsilons": (0.5, 4.0), "replicates": 2, "records": 300, "draws": 150, "tune": 150}
+
+
+def _epsilon(args, out=None) -> int:
+    out = out or sys.stdout
+    import contextlib
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import numpy as np
+
+    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp.examples import regression
+    from pymc_unbounded_dp.examples.study.running import study_client
+
+    settings = dict(EPSILON_QUICK if args.quick else EPSILON_DEFAULTS)
+    for key in settings:
+        if getattr(args, key) is not None:
+            settings[key] = getattr(args, key)
+    grid = list(settings["epsilons"])
+    if any(math.isinf(e) for e in grid) or sorted(set(grid)) != grid:
+        raise UsageError(f"--epsilons: must be finite and increasing, got {args.epsilons}")
+    folder = _writable_folder(args.out or DEFAULT_OUT / f"epsilon{'-quick' if args.quick else ''}")
+    data_seed, study_seed = np.random.SeedSequence(args.seed).spawn(2)
+    data = regression.simulate_regression(settings["records"], seed=data_seed)
+    plan = regression.regression_plan()
+    fits = len(grid) * settings["replicates"] + 1
+    print(
+        f"pmdp epsilon: regression, n = {settings['records']:,}, unbounded DP; epsilon in "
+        f"{grid} (1/3 to n), {settings['replicates']} simulated releases each: {fits} fits "
+        "(one is the reference fit) -> " + str(folder),
+        file=out,
+        flush=True,
+    )
+    local = args.scheduler is None and args.workers == 1
+    start = time.perf_counter()
+    with (
+        contextlib.nullcontext() if local else study_client(args.scheduler, args.workers) as client
+    ):
+        report = pmdp.choose_epsilon(
+            {"s": regression.regression_rows(data.x, data.y)},
+            plan,
+            regression.regression_model,
+            grid,
+            params=["beta", "tau"],
+            replicates=settings["replicates"],
+            target_width=args.target_width,
+            max_membership_advantage=args.max_advantage,
+            prior=args.prior,
+            random_seed=int(study_seed.generate_state(1)[0]),
+            client=client,
+            draws=settings["draws"],
+            tune=settings["tune"],
+        )
+    seconds = time.perf_counter() - start
+    html = report.to_html(folder / "epsilon.html")
+    table = folder / "epsilon.csv"
+    report.table.to_csv(table)
+    fits_csv = folder / "fits.csv"
+    report.fits.to_csv(fits_csv, index=False)
+    shown = report.table[
+        ["membership_risk", "advantage", *(f"width({label})" for label in report.labels)]
+    ]
+    print(f"\nDone in {seconds / 60:.1f} min.\n", file=out)
+    print(shown.to_string(float_format=lambda v: f"{v:.3g}"), file=out)
+    advice = (
+        report.recommend().reason
+        if args.target_width is not None or args.max_advantage is not None
+        else "For a recommendation, give --target-width W (the widest acceptable 95% interval "
+        "of beta and tau) or --max-advantage A (the largest acceptable membership advantage)."
+    )
+    print(f"\n{advice}", file=out)
+    print("\nWrote:\n" + "\n".join(f"  {p}" for p in (html, table, fits_csv)), file=out)
     return 0
 
 

@@ -599,6 +599,11 @@ class Released:
     share: float | None
     sampler: str
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one record's statistic (and of the released value)."""
+        return self.lower.shape
+
 
 class Release(Mapping[str, Released]):
     """A published release: ``rel[name]`` is a :class:`Released`; save/load as JSON.

@@ -105,6 +105,31 @@ def test_regression_models_build(release):
     assert bounded.rvs_to_values[bounded["x1"]].get_value().shape == (rel.n,)
 
 
+def test_regression_model_of_a_published_release_is_the_same_model(release):
+    """``regression_plan`` releases what ``privatize_regression`` does (same mechanisms), and
+    ``regression_model`` of the published ``Release`` has the same density."""
+    data, rel = release
+    plan = regression.regression_plan(epsilon=2.0, fraction_n=0.5)
+    assert plan.mechanisms["s"] == rel.mechanism and plan.mechanisms["n"] == rel.n_mechanism
+    rows = regression.regression_rows(data.x, data.y)
+    np.testing.assert_allclose(rows.sum(axis=0), regression.regression_statistics(data.x, data.y))
+    published = pmdp.epsilon.simulate_release(plan, {"s": rows.sum(axis=0)}, data.n, 1)
+    same = regression.RegressionRelease(
+        values=published["s"].value, n_dp=published["n"].value, epsilon_s=1.0, epsilon_n=1.0, n=0
+    )
+    models = [regression.regression_model(published), regression.regression_model(same)]
+    point = {**models[1].initial_point(), "n": np.asarray(data.n)}
+    records = {"x1": data.x[:, 0], "x2": data.x[:, 1], "y": data.y}
+    logps = []
+    for model in models:
+        for name, values in records.items():
+            model.rvs_to_values[model[name]].set_value(values)
+        with records_in_containers(model):
+            logps.append(model.compile_logp()(point))
+    assert {v.name for v in models[0].free_RVs} == {v.name for v in models[1].free_RVs}
+    assert np.isfinite(logps[0]) and logps[0] == pytest.approx(logps[1], rel=1e-12)
+
+
 def test_release_density_in_the_model_is_that_of_the_curators_statistic(release):
     data, rel = release
     model = regression.regression_model(rel, bounded=True)

@@ -28,6 +28,7 @@ QUICK_MODE = [
     "interweaving.ipynb",
     "multiple_tables.ipynb",
     "census_scale.ipynb",
+    "choosing_epsilon.ipynb",
 ]
 #: Notebooks run by another test.
 ELSEWHERE = {"risk_tutorial.ipynb": "tests/risk/test_risk_notebook.py"}

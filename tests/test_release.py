@@ -158,6 +158,8 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         assert np.array_equal(a.value, b.value) and type(a.value) is type(b.value)
         assert np.array_equal(a.lower, b.lower) and np.array_equal(a.upper, b.upper)
         assert (a.share, a.sampler, a.kind, a.integer) == (b.share, b.sampler, b.kind, b.integer)
+    # a release describes itself as its plan does (Released.shape; it used to raise)
+    assert loaded.describe() == rel.describe() == plan.describe()
     assert loaded.guarantee == rel.guarantee and loaded.budget == rel.budget
     document = json.loads((tmp_path / "release.json").read_text())
     s = plan.mechanisms["s"]

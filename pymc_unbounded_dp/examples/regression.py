@@ -60,6 +60,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import release as rl
 from pymc_unbounded_dp.examples._release import (
     Release,
     chunked_sums,
@@ -83,6 +84,8 @@ __all__ = [
     "privatize_regression",
     "regression_gibbs_step",
     "regression_model",
+    "regression_plan",
+    "regression_rows",
     "regression_statistic_tensor",
     "regression_statistics",
     "regression_truth",
@@ -179,12 +182,37 @@ def _per_record(x1, x2, y, stack):
     return stack([y, x1 * y, x2 * y, y * y, x1, x2, x1 * x1, x1 * x2, x2 * x2])
 
 
-def regression_statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The curator's exact 9 statistics (summed over records), before noise."""
+def regression_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each record's 9 statistics (``n x 9``, clamped and rescaled): the rows
+    :meth:`Plan.release <pymc_unbounded_dp.release.Plan.release>` takes as ``records={"s": ...}``
+    under :func:`regression_plan`."""
     x = clamp_rescale(np.asarray(x, dtype=float))
     y = clamp_rescale(np.asarray(y, dtype=float))
-    rows = _per_record(x[:, 0], x[:, 1], y, lambda cols: np.stack(cols, axis=1))
-    return rows.sum(axis=0)
+    return _per_record(x[:, 0], x[:, 1], y, lambda cols: np.stack(cols, axis=1))
+
+
+def regression_statistics(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The curator's exact 9 statistics (summed over records), before noise."""
+    return regression_rows(x, y).sum(axis=0)
+
+
+def regression_plan(epsilon: float = 1.5, fraction_n: float = 1 / 3):
+    """The regression's release as a :class:`pymc_unbounded_dp.release.Plan`: the 9 statistics
+    ``"s"`` (bounds :data:`STATISTIC_LOWER`, :data:`STATISTIC_UPPER`) and the count ``"n"``
+    under add/remove neighbours, a total ``epsilon`` of which ``n`` takes ``fraction_n`` (the
+    default is the demo's split, ``epsilon_s = 1``, ``epsilon_n = 0.5``).
+
+    Examples
+    --------
+    >>> plan = regression_plan(1.5)
+    >>> plan.mechanisms["s"].scale, round(plan.shares["n"], 6)
+    (9.0, 0.5)
+    """
+    return rl.Plan(
+        [rl.Statistic("s", STATISTIC_LOWER, STATISTIC_UPPER), rl.Count("n")],
+        epsilon=epsilon,
+        weights={"s": 1 - fraction_n, "n": fraction_n},
+    )
 
 
 def regression_statistic_tensor(x1, x2, y):
@@ -232,12 +260,15 @@ def simulate_regression_release(
     return noisy_release(RegressionRelease, exact, int(n), epsilon_s, epsilon_n, release_seed)
 
 
-def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=None) -> pm.Model:
+def regression_model(release, bounded: bool = False, n_prior=None) -> pm.Model:
     """The Bayesian model of the release (see the module docstring).
 
     Parameters
     ----------
-    release : RegressionRelease
+    release : RegressionRelease or pymc_unbounded_dp.release.Release
+        The examples' release, or a release of :func:`regression_plan` (values ``"s"`` and
+        ``"n"``, modelled with ``release.privatized_sum`` and ``release.sample_size``; bounded or
+        unbounded as its neighbouring relation says, ``bounded`` is then ignored).
     bounded : bool, default False
         ``True``: bounded DP, ``n = release.n`` is known and ``n_dp`` is ignored. ``False``:
         unbounded DP, ``n`` is latent with the release ``n_dp``.
@@ -262,7 +293,10 @@ def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=
         pm.Deterministic("Phi", pt.stack([pt.stack([p11, p12]), pt.stack([p12, p22])]))
         tau = pm.Gamma("tau", alpha=1.0, beta=1.0)
         beta = pm.Normal("beta", 0.0, sigma=1.0 / pt.sqrt(tau), shape=3)
-        if bounded:
+        published = isinstance(release, rl.Release)
+        if published:
+            n = release.sample_size("n", prior=n_prior)
+        elif bounded:
             n = int(release.n)
         else:
             n = pmdp.SampleSize(
@@ -278,9 +312,11 @@ def regression_model(release: RegressionRelease, bounded: bool = False, n_prior=
         y = pmdp.Records(
             "y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2, 1.0 / pt.sqrt(tau)), n=n
         )
-        pmdp.PrivatizedSum(
-            "s", regression_statistic_tensor(x1, x2, y), release.mechanism, observed=release.values
-        )
+        statistic = regression_statistic_tensor(x1, x2, y)
+        if published:
+            release.privatized_sum("s", statistic)
+        else:
+            pmdp.PrivatizedSum("s", statistic, release.mechanism, observed=release.values)
     return model
 
 

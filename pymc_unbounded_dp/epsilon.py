@@ -1,0 +1,1003 @@
+r"""Choosing epsilon before a release: the attacker's risk and the analyst's posterior, per budget.
+
+:func:`choose_epsilon` takes the curator's confidential records, a :class:`~pymc_unbounded_dp.
+release.Plan` used as a template, the analyst's model and a grid of total budgets. For each budget
+it
+
+* builds the plan at that budget (the same statistics, neighbouring relation and split: the
+  template's shares, normalised) and computes the **membership risk** of one target record exactly
+  (:func:`pymc_unbounded_dp.risk.membership_risk`: the Bayes risk of the best attacker who knows
+  every other record, the trivial attacker's risk, the advantage, the posterior odds bound and the
+  ``e^epsilon`` bound of the guarantee);
+* simulates ``replicates`` releases of the records under that plan (**seeded NumPy noise**,
+  :meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`: a simulation study, not
+  releases to publish), fits each with the analyst's model (:func:`pymc_unbounded_dp.sample`, on
+  the sums level where the model has an exact law of its sums) and averages the **utility**: each
+  parameter's posterior sd, 95% interval width, the coverage of the value the confidential data
+  give, and the posterior of ``n`` when it is latent, each with its Monte Carlo standard error.
+
+The result is an :class:`EpsilonReport`: a table (one row per budget), the risk-utility frontier,
+a recommendation and a self-contained HTML page. See ``docs/choosing_epsilon.md``.
+
+Examples
+--------
+>>> import numpy as np, pymc as pm
+>>> import pymc_unbounded_dp as pmdp
+>>> from pymc_unbounded_dp import release as rl
+>>> plan = rl.Plan([rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+>>> def model(release):
+...     with pm.Model() as m:
+...         theta = pm.Beta("theta", 1, 1)
+...         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=release.sample_size("n"))
+...         release.privatized_sum("s", x)
+...     return m
+>>> records = {"s": np.random.default_rng(1).binomial(1, 0.3, size=300)}
+>>> report = pmdp.choose_epsilon(records, plan, model, [0.5, 2.0], params=["theta"],
+...                              replicates=2, random_seed=1)  # doctest: +SKIP
+>>> report.recommend(target_width=0.15)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import logging
+import math
+import numbers
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pymc_unbounded_dp import release as rl
+
+__all__ = [
+    "REFERENCE_FACTOR",
+    "EpsilonReport",
+    "Recommendation",
+    "choose_epsilon",
+    "simulate_release",
+]
+
+#: The reference fit (the value "the confidential data give") uses noise scales this many times
+#: smaller than at the largest budget of the grid: ``epsilon * 10`` or ``rho * 10**2``. Not
+#: smaller: with the released sums pinned by tiny noise, the records level's moves barely mix
+#: (the regression example at ``epsilon = 1000`` gave a posterior of ``tau`` 0.60 +- 0.03
+#: instead of 1.06 +- 0.05).
+REFERENCE_FACTOR = 10.0
+#: Probability of the reported intervals.
+PROB = 0.95
+#: What the simulated releases say in their ``sampler`` field.
+SIMULATED = "simulated: seeded NumPy draws (pmdp.choose_epsilon), not for publishing"
+#: The risk figures of :func:`pymc_unbounded_dp.risk.membership_risk`, in the table's order.
+RISK_FIELDS = (
+    "risk",
+    "trivial_risk",
+    "advantage",
+    "posterior_odds_bound",
+    "epsilon_bound",
+    "lower",
+    "upper",
+)
+#: Their columns in :attr:`EpsilonReport.table`.
+RISK_COLUMNS = (
+    "membership_risk",
+    "trivial_risk",
+    "advantage",
+    "posterior_odds_bound",
+    "epsilon_bound",
+    "membership_risk_lower",
+    "membership_risk_upper",
+)
+
+
+# -- simulated releases --------------------------------------------------------------------------
+def simulate_release(plan: rl.Plan, sums: Mapping, n: int, random_seed=None) -> rl.Release:
+    """A release of the exact ``sums`` of ``n`` clamped records under ``plan``, with **simulated**
+    noise (seeded NumPy, :meth:`Mechanism.simulate <pymc_unbounded_dp.Mechanism.simulate>`).
+
+    For simulation studies only: :meth:`Plan.release <pymc_unbounded_dp.release.Plan.release>`
+    draws the exact, secure noise a publication needs. Each noisy value's ``sampler`` field says
+    the noise was simulated. The values take independent streams of ``random_seed``, in the
+    plan's order of statistics.
+
+    Examples
+    --------
+    >>> from pymc_unbounded_dp import release as rl
+    >>> from pymc_unbounded_dp.epsilon import simulate_release
+    >>> plan = rl.Plan([rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+    >>> rel = simulate_release(plan, {"s": 30}, 100, random_seed=1)
+    >>> sorted(rel), rel["s"].sampler.startswith("simulated")
+    (['n', 's'], True)
+    """
+    streams = np.random.SeedSequence(_entropy(random_seed)).spawn(len(plan.statistics))
+    entries = {}
+    for (name, stat), stream in zip(plan.statistics.items(), streams, strict=True):
+        exact = np.asarray(n if stat.kind == "count" else sums[name])
+        mechanism = plan.mechanisms[name]
+        if mechanism is None:
+            value, sampler = exact, "exact (public)"
+        else:
+            noise = mechanism.simulate(exact.shape or None, rng=np.random.default_rng(stream))
+            value, sampler = exact + np.asarray(noise).reshape(exact.shape), SIMULATED
+        entries[name] = rl.Released(
+            name=name,
+            kind=stat.kind,
+            value=rl._plain(value, stat.integer),
+            lower=stat.lower,
+            upper=stat.upper,
+            integer=stat.integer,
+            sensitivity=plan.sensitivities[name],
+            mechanism=mechanism,
+            share=plan.shares.get(name),
+            sampler=sampler,
+        )
+    return rl.Release(
+        entries,
+        neighbouring=plan.neighbouring,
+        measure=plan.measure,
+        budget=math.fsum(plan.shares.values()),
+    )
+
+
+def _entropy(seed) -> int | None:
+    """``seed`` (an int, None, a ``SeedSequence`` or a ``Generator``) as ``SeedSequence``'s
+    entropy."""
+    if isinstance(seed, np.random.SeedSequence):
+        return int(seed.generate_state(1, np.uint64)[0])
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(2**63))
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
+        raise ValueError(
+            f"`random_seed` must be an integer, None, a SeedSequence or a Generator, got {seed!r}."
+        )
+    return seed
+
+
+def _plan_at(template: rl.Plan, budget: float) -> rl.Plan:
+    """``template`` with total budget ``budget``, split in the template's proportions."""
+    total = math.fsum(template.shares.values())
+    return rl.Plan(
+        list(template.statistics.values()),
+        neighbouring=template.neighbouring,
+        **{template.measure: budget},
+        weights={k: v / total for k, v in template.shares.items()},
+    )
+
+
+# -- one fit (runs in-process or on a Dask worker) ----------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    model: Callable
+    plan: rl.Plan
+    sums: dict
+    n: int
+    params: tuple[str, ...]
+    count: str | None
+    noise_seed: int
+    chain_seed: int
+    draws: int
+    tune: int
+    chains: int
+    augment: str
+
+
+def _labels(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
+    """ArviZ's labels of a variable's elements: ``theta``, ``beta[0]``, ``Phi[0, 1]``."""
+    if not shape:
+        return [(name, ())]
+    return [(f"{name}[{', '.join(map(str, i))}]", i) for i in np.ndindex(*shape)]
+
+
+def _run(task: _Task) -> dict:
+    """Simulate one release, fit it, and summarise the posterior (a small, picklable dict)."""
+    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp.sampling import _group
+
+    release = simulate_release(task.plan, task.sums, task.n, task.noise_seed)
+    model = task.model(release)
+    start = time.perf_counter()
+    quiet = [logging.getLogger(name) for name in ("pymc", "pymc.sampling.mcmc", "pymc.stats")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        with model:
+            idata = pmdp.sample(
+                draws=task.draws,
+                tune=task.tune,
+                chains=task.chains,
+                cores=1,
+                random_seed=task.chain_seed,
+                augment=task.augment,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
+    posterior = _group(idata, "posterior")
+    summary = {}
+    tail = (1 - PROB) / 2
+    for name in task.params:
+        draws = posterior[name].values
+        draws = draws.reshape(-1, *draws.shape[2:])
+        for label, index in _labels(name, draws.shape[1:]):
+            values = draws[(slice(None), *index)].astype(float)
+            lower, upper = np.quantile(values, [tail, 1 - tail])
+            summary[label] = (values.mean(), values.std(ddof=1), lower, upper)
+    n_posterior = None
+    if task.count is not None and task.count in posterior:
+        values = posterior[task.count].values.astype(float).ravel()
+        n_posterior = (values.mean(), values.std(ddof=1))
+    return {
+        "summary": summary,
+        "n": n_posterior,
+        "augment": posterior.attrs.get("pmdp_augment", task.augment),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+# -- the report ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recommendation:
+    """What :meth:`EpsilonReport.recommend` advises: a budget (``None`` if no budget of the grid
+    does) and the reason, in words."""
+
+    value: float | None
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class EpsilonReport:
+    """The risk and utility of each budget of a grid: what :func:`choose_epsilon` returns.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per budget, indexed by it (see :func:`choose_epsilon` for the columns).
+    labels : sequence of str
+        The parameters' elements the utility columns describe (``theta``, ``beta[0]``, ...).
+    measure : {"epsilon", "rho"}
+        The kind of budget.
+    target_width, max_membership_advantage : optional
+        The defaults of :meth:`recommend`.
+    fits : pandas.DataFrame, optional
+        One row per fit and label: budget, replicate, seeds, posterior mean, sd and interval.
+    notes : sequence of str
+        Sentences the HTML page shows above the table (how the figures were made).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from pymc_unbounded_dp.epsilon import EpsilonReport
+    >>> table = pd.DataFrame({"advantage": [0.1, 0.4], "width(theta)": [0.3, 0.1]},
+    ...                      index=pd.Index([0.5, 2.0], name="epsilon"))
+    >>> EpsilonReport(table, ["theta"]).recommend(target_width=0.2).value
+    2.0
+    """
+
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        labels: Sequence[str],
+        *,
+        measure: str = "epsilon",
+        target_width: float | Mapping[str, float] | None = None,
+        max_membership_advantage: float | None = None,
+        fits: pd.DataFrame | None = None,
+        notes: Sequence[str] = (),
+    ):
+        self.table = table
+        self.labels = list(labels)
+        self.measure = measure
+        self.target_width = target_width
+        self.max_membership_advantage = max_membership_advantage
+        self.fits = fits
+        self.notes = list(notes)
+
+    def __repr__(self) -> str:
+        grid = ", ".join(f"{v:g}" for v in self.table.index)
+        return (
+            f"EpsilonReport({self.measure} in [{grid}], parameters {self.labels}; "
+            ".table, .plot(), .recommend(), .to_html(path))"
+        )
+
+    # -- the recommendation ----------------------------------------------------------------------
+    def recommend(
+        self,
+        target_width: float | Mapping[str, float] | None = None,
+        max_membership_advantage: float | None = None,
+    ) -> Recommendation:
+        """The smallest budget whose expected 95% interval width meets ``target_width`` for every
+        parameter, or the largest whose membership advantage stays at most
+        ``max_membership_advantage``; with both, the smallest budget meeting the width target,
+        provided its advantage is under the cap.
+
+        ``target_width`` is one width for every parameter or ``{label: width}``; both default to
+        the values given to :func:`choose_epsilon`. The widths compared are the Monte Carlo
+        estimates (their standard errors are in the reason).
+        """
+        target = self.target_width if target_width is None else target_width
+        cap = (
+            self.max_membership_advantage
+            if max_membership_advantage is None
+            else (max_membership_advantage)
+        )
+        m = self.measure
+        if target is None and cap is None:
+            return Recommendation(
+                None,
+                "No target given: pass `target_width` (the widest acceptable 95% interval) or "
+                "`max_membership_advantage` (the largest acceptable gain of the attacker over "
+                "guessing) to get a recommendation.",
+            )
+        grid = list(self.table.index)
+        widths = [] if target is None else _widths(target, self.labels, "EpsilonReport.recommend")
+        meets = [all(row[c] <= w for c, w in widths) for _, row in self.table.iterrows()]
+        under = (
+            [True] * len(grid)
+            if cap is None
+            else [bool(a <= cap) for a in self.table["advantage"].to_numpy()]
+        )
+        wanted = " and ".join(f"{c} <= {w:g}" for c, w in widths)
+        if target is not None:
+            fits = [v for v, ok in zip(grid, meets, strict=True) if ok]
+            if not fits:
+                return Recommendation(
+                    None,
+                    f"No {m} of the grid meets the utility target ({wanted}); the largest, "
+                    f"{grid[-1]:g}, gives {self._width_text(grid[-1], widths)}. Extend the grid "
+                    "upwards, or accept wider intervals.",
+                )
+            best = fits[0]
+            index = grid.index(best)
+            text = (
+                f"{m} = {best:g} is the smallest budget of the grid whose expected 95% intervals "
+                f"meet the target ({wanted}): {self._width_text(best, widths)}."
+            )
+            if cap is not None and not under[index]:
+                return Recommendation(
+                    None,
+                    text[:-1] + f"; but its membership advantage "
+                    f"{self.table['advantage'].iloc[index]:.3g} exceeds the cap {cap:g}: the "
+                    "utility target and the risk cap conflict on this grid.",
+                )
+            if cap is not None:
+                text += (
+                    f" Its membership advantage {self.table['advantage'].iloc[index]:.3g} is "
+                    f"within the cap {cap:g}."
+                )
+            return Recommendation(best, text)
+        allowed = [v for v, ok in zip(grid, under, strict=True) if ok]
+        if not allowed:
+            return Recommendation(
+                None,
+                f"No {m} of the grid keeps the membership advantage within {cap:g}; the smallest, "
+                f"{grid[0]:g}, has advantage {self.table['advantage'].iloc[0]:.3g}. Extend the "
+                "grid downwards.",
+            )
+        best = allowed[-1]
+        return Recommendation(
+            best,
+            f"{m} = {best:g} is the largest budget of the grid whose membership advantage "
+            f"({self.table.loc[best, 'advantage']:.3g}) stays within the cap {cap:g}: the most "
+            "utility this risk allows.",
+        )
+
+    def _width_text(self, value, widths) -> str:
+        row = self.table.loc[value]
+        parts = []
+        for column, _ in widths:
+            se = row.get(column.replace("width(", "width_se("), np.nan)
+            parts.append(f"{column} = {row[column]:.3g}" + (f" ± {se:.2g}" if se == se else ""))
+        return ", ".join(parts)
+
+    # -- the figure ------------------------------------------------------------------------------
+    def plot(self, ax=None):
+        """The risk-utility frontier: for each parameter, the expected 95% interval width (with
+        its Monte Carlo error) against the attacker's membership advantage (the budget itself
+        where the table has no risk), each budget annotated once. Returns the matplotlib
+        ``Figure``.
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        else:
+            fig = ax.figure
+        table = self.table
+        has_risk = "advantage" in table and table["advantage"].notna().any()
+        x = table["advantage"].to_numpy() if has_risk else table.index.to_numpy(dtype=float)
+        symbol = "ε" if self.measure == "epsilon" else "ρ"
+        widths = table[[f"width({label})" for label in self.labels]].to_numpy()
+        for label, width in zip(self.labels, widths.T, strict=True):
+            se = table.get(f"width_se({label})", pd.Series(np.nan, index=table.index))
+            ax.errorbar(
+                x, width, yerr=np.nan_to_num(se.to_numpy()), marker="o", capsize=3, label=label
+            )
+        for xi, top, value in zip(x, np.nanmax(widths, axis=1), table.index, strict=True):
+            # one label per budget, above its highest point
+            ax.annotate(
+                f"{symbol}={value:g}",
+                (xi, top),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=8,
+            )
+        ax.set_xlabel(
+            "membership advantage of the attacker (risk: right is riskier)"
+            if has_risk
+            else self.measure
+        )
+        ax.set_ylabel("expected 95% interval width (utility: lower is better)")
+        ax.set_title(f"Risk and utility across {self.measure}")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
+
+    # -- the page --------------------------------------------------------------------------------
+    def paragraphs(self) -> list[str]:
+        """One plain-language paragraph per budget: its risk and utility, and which way they move
+        from the next larger budget (as the budget shrinks)."""
+        m, rows, out = self.measure, list(self.table.iterrows()), []
+        for i, (value, row) in enumerate(rows):
+            parts = [f"At {m} = {value:g}"]
+            shares = [c for c in self.table.columns if c.startswith(f"{m}[")]
+            if shares:
+                parts[0] += " (" + ", ".join(f"{c[len(m) + 1 : -1]}: {row[c]:.3g}" for c in shares)
+                parts[0] += ")"
+            sentences = []
+            if _known(row, "membership_risk"):
+                sentences.append(
+                    f"an attacker who knows every other record guesses whether the target is in "
+                    f"the data with probability of error {row['membership_risk']:.3g} (a guess "
+                    f"without the "
+                    f"release errs with probability {row['trivial_risk']:.3g}; advantage "
+                    f"{row['advantage']:.3g})"
+                )
+            utility = [
+                f"{label}: "
+                + ", ".join(
+                    f"{words} {row[f'{figure}({label})']:{form}}"
+                    for figure, words, form in (
+                        ("sd", "sd", ".3g"),
+                        ("width", "95% interval width", ".3g"),
+                        ("coverage", "coverage", ".2f"),
+                    )
+                    if _known(row, f"{figure}({label})")
+                )
+                for label in self.labels
+            ]
+            sentences.append("the analyst's posterior has " + "; ".join(utility))
+            text = parts[0] + ", " + "; and ".join(sentences) + "."
+            if i + 1 < len(rows):
+                larger, above = rows[i + 1]
+                moves = []
+                if _known(row, "membership_risk"):
+                    new, old = row["membership_risk"], above["membership_risk"]
+                    moves.append(
+                        f"the attacker's error {_verb(new, old, 'rises', 'falls')} from {old:.3g} "
+                        f"to {new:.3g} ({'closer to' if new >= old else 'further from'} the "
+                        f"trivial {row['trivial_risk']:.3g}: {'more' if new >= old else 'less'} "
+                        "protection)"
+                    )
+                for label in self.labels:
+                    a, b = above[f"width({label})"], row[f"width({label})"]
+                    noise = math.hypot(
+                        above.get(f"width_se({label})", 0.0), row.get(f"width_se({label})", 0.0)
+                    )
+                    if abs(b - a) <= 2 * noise:  # NaN se (one replicate): never "within"
+                        moves.append(
+                            f"the interval of {label} goes from {a:.3g} to {b:.3g}, within twice "
+                            "its Monte Carlo error (no clear change)"
+                        )
+                        continue
+                    moves.append(
+                        f"the interval of {label} {_verb(b, a, 'widens', 'narrows')} from "
+                        f"{a:.3g} to {b:.3g} ({'less' if b >= a else 'more'} utility)"
+                    )
+                text += f" Shrinking {m} from {larger:g} to {value:g}: " + "; ".join(moves) + "."
+            out.append(text)
+        return out
+
+    def to_html(self, path) -> Path:
+        """Write one self-contained HTML page: the frontier (an embedded PNG), the table and a
+        paragraph per budget. Returns the path."""
+        import matplotlib.pyplot as plt
+
+        fig = self.plot()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
+        plt.close(fig)
+        image = base64.b64encode(buffer.getvalue()).decode("ascii")
+        recommendation = self.recommend()
+        body = [
+            f"<h1>Choosing {self.measure}: disclosure risk and inferential utility</h1>",
+            *(f"<p>{html.escape(note)}</p>" for note in self.notes),
+            f"<p><b>Recommendation.</b> {html.escape(recommendation.reason)}</p>",
+            f'<img alt="risk-utility frontier" src="data:image/png;base64,{image}">',
+            "<h2>Table</h2>",
+            self.table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="–"),
+            "<h2>Each budget in words</h2>",
+            *(f"<p>{html.escape(text)}</p>" for text in self.paragraphs()),
+        ]
+        page = (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>Choosing {self.measure}</title><style>body{{font-family:sans-serif;"
+            "max-width:70em;margin:2em auto}table{border-collapse:collapse;font-size:80%}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>\n"
+            + "\n".join(body)
+            + "\n</body></html>\n"
+        )
+        path = Path(path)
+        path.write_text(page, encoding="utf-8")
+        return path
+
+
+def _widths(target, labels: list[str], owner: str) -> list[tuple[str, float]]:
+    """``target_width`` (one width, or ``{label: width}``) as ``[(column, width)]``."""
+    if isinstance(target, Mapping):
+        unknown = sorted(set(target) - set(labels))
+        if unknown:
+            raise ValueError(
+                f"{owner}: `target_width` names {unknown}, not among the parameters {labels}."
+            )
+        pairs = list(target.items())
+    else:
+        pairs = [(label, target) for label in labels]
+    out = []
+    for label, width in pairs:
+        if isinstance(width, bool) or not isinstance(width, numbers.Real) or not width > 0:
+            raise ValueError(
+                f"{owner}: `target_width` must be a positive number (or {{parameter: width}}), "
+                f"got {width!r} for {label!r}."
+            )
+        out.append((f"width({label})", float(width)))
+    return out
+
+
+def _known(row: pd.Series, column: str) -> bool:
+    return column in row and bool(np.isfinite(row[column]))
+
+
+def _verb(new, old, up: str, down: str) -> str:
+    return up if new >= old else down
+
+
+# -- the driver ----------------------------------------------------------------------------------
+def choose_epsilon(
+    records: Mapping,
+    plan: rl.Plan,
+    model: Callable,
+    epsilons: Sequence[float],
+    *,
+    params: str | Sequence[str],
+    replicates: int = 10,
+    record: Mapping | None = None,
+    replacement: Mapping | None = None,
+    target_width: float | Mapping[str, float] | None = None,
+    max_membership_advantage: float | None = None,
+    prior: float = 0.5,
+    truth: Mapping | None = None,
+    random_seed=None,
+    client=None,
+    draws: int = 500,
+    tune: int = 500,
+    chains: int = 1,
+    augment: str = "auto",
+) -> EpsilonReport:
+    """The membership risk and the analyst's expected posterior at each budget of a grid.
+
+    Parameters
+    ----------
+    records : dict
+        The confidential records, ``{name: rows}`` as :meth:`Plan.release
+        <pymc_unbounded_dp.release.Plan.release>` takes them (a pilot or synthetic stand-in works
+        the same way). They are clamped and summed once; only the sums enter the simulations.
+    plan : pymc_unbounded_dp.release.Plan
+        The template: its statistics, neighbouring relation and split (its ``shares``,
+        normalised) are kept and its total budget is replaced by each grid value. A ``rho`` plan
+        takes a grid of ``rho`` values.
+    model : callable
+        ``model(release) -> pm.Model``, the analyst's model of a
+        :class:`~pymc_unbounded_dp.release.Release` (built with ``release.privatized_sum`` and
+        ``release.sample_size``).
+    epsilons : sequence of float
+        The grid of total budgets (``epsilon``, or ``rho`` for a rho plan): positive, strictly
+        increasing, non-empty.
+    params : str or sequence of str
+        Model variables whose posterior is summarised (free or deterministic); a vector gives one
+        row of figures per element (``beta[0]``, ...).
+    replicates : int, default 10
+        Simulated releases (each fitted once) per budget.
+    record : dict, optional
+        The target of the membership risk, ``{statistic: one record's value}`` for each summed
+        statistic, within the declared bounds. Default: the worst case, each coordinate at the
+        bound of largest magnitude.
+    replacement : dict, optional
+        A replace-one plan only: the record that replaces the target when it is not in the data
+        (like ``record``). Default: each coordinate at the bound farther from the target's.
+    target_width, max_membership_advantage : optional
+        Defaults of :meth:`EpsilonReport.recommend`: the widest acceptable expected 95% interval
+        (one number, or ``{label: width}``), and the largest acceptable membership advantage.
+    prior : float, default 0.5
+        The attacker's prior probability that the target is in the data, in ``(0, 1)``.
+    truth : dict, optional
+        The values the coverage is of, ``{param or label: value}``. Default: the value the
+        confidential data give, approximated by the posterior mean of one fit to a release of
+        the same records with noise scales :data:`REFERENCE_FACTOR` (10) times smaller than at
+        the largest budget: its own noise is small beside the intervals of every budget of the
+        grid, and the sampler still mixes (with much less noise the released sums pin the
+        records and the records level's moves barely move).
+    random_seed : int, optional
+        Seeds every release and chain: fit ``r`` at budget ``b`` uses the streams of
+        ``SeedSequence(random_seed, spawn_key=(round(b * 1e6), r))`` (noise, then chain), so the
+        table is the same whichever process runs which fit, and a budget's fits do not change
+        when the grid grows. ``report.fits`` lists each fit's seeds.
+    client : distributed.Client, optional
+        Run the fits as Dask tasks on this client (e.g. ``examples.study.running.study_client``);
+        default: one after the other in this process.
+    draws, tune, chains : int
+        Per fit, as in :func:`pymc_unbounded_dp.sample`.
+    augment : {"auto", "records", "sums"}
+        The augmentation level of the fits (:func:`pymc_unbounded_dp.sample`): ``"auto"`` is the
+        sums level where every table's sums have an exact law.
+
+    Returns
+    -------
+    EpsilonReport
+        ``.table``, one row per budget (index ``epsilon`` or ``rho``):
+
+        * ``epsilon[name]`` (``rho[name]``): each noisy value's share of the budget;
+        * ``membership_risk``, ``trivial_risk``, ``advantage``, ``posterior_odds_bound``,
+          ``epsilon_bound``: :func:`pymc_unbounded_dp.risk.membership_risk` of ``record``
+          (exact, no Monte Carlo);
+        * for each label, ``sd(label)``, ``width(label)`` (95% equal-tailed interval),
+          ``coverage(label)`` (fraction of the replicates whose interval holds the reference
+          value), each with its Monte Carlo standard error ``sd_se(label)``, ... (over the
+          replicates; it includes each fit's MCMC error);
+        * ``mean(n)``, ``sd(n)`` and their ``_se``: the posterior of a latent ``n``.
+
+    Raises
+    ------
+    ValueError
+        For an empty, unsorted or non-positive ``epsilons``; a ``record`` outside the plan's
+        bounds; a ``prior`` outside ``(0, 1)``; a name in ``params`` that the model lacks; and
+        other bad arguments (the message names the argument).
+    """
+    owner = "choose_epsilon"
+    if not isinstance(plan, rl.Plan):
+        raise TypeError(f"{owner}: `plan` must be a pymc_unbounded_dp.release.Plan, got {plan!r}.")
+    if not callable(model):
+        raise TypeError(f"{owner}: `model` must be a callable model(release) -> pm.Model.")
+    grid = _grid(epsilons, plan.measure, owner)
+    params = _names(params, owner)
+    for label, value in (("replicates", replicates), ("draws", draws), ("chains", chains)):
+        _integer(value, label, owner, minimum=1)
+    _integer(tune, "tune", owner, minimum=0)
+    if isinstance(prior, bool) or not isinstance(prior, numbers.Real) or not 0 < prior < 1:
+        raise ValueError(
+            f"{owner}: `prior` (the attacker's probability that the target is in the data) must "
+            f"be in (0, 1), got {prior!r}."
+        )
+    if augment not in ("auto", "records", "sums"):
+        raise ValueError(
+            f"{owner}: `augment` must be 'auto', 'records' or 'sums', got {augment!r}."
+        )
+    if max_membership_advantage is not None and (
+        isinstance(max_membership_advantage, bool)
+        or not isinstance(max_membership_advantage, numbers.Real)
+        or not 0 <= max_membership_advantage <= 1
+    ):
+        raise ValueError(
+            f"{owner}: `max_membership_advantage` must be a number in [0, 1], got "
+            f"{max_membership_advantage!r}."
+        )
+    target = _record(record, plan, owner, "record")
+    other = None
+    if plan.neighbouring == "replace-one":
+        other = _record(replacement, plan, owner, "replacement", opposite=target)
+    elif replacement is not None:
+        raise ValueError(
+            f"{owner}: `replacement` is for a replace-one plan; under add/remove the alternative "
+            "is the target's absence."
+        )
+    summed = {k: s for k, s in plan.statistics.items() if s.kind == "sum"}
+    sums, n = rl._sum_records(records, summed, owner)
+    count = next(
+        (k for k, s in plan.statistics.items() if s.kind == "count" and plan.mechanisms[k]), None
+    )
+    root = np.random.SeedSequence(_entropy(random_seed))
+
+    def task(budget_plan, key) -> _Task:
+        noise, chain = np.random.SeedSequence(root.entropy, spawn_key=key).spawn(2)
+        return _Task(
+            model,
+            budget_plan,
+            sums,
+            n,
+            params,
+            count,
+            _int(noise),
+            _int(chain),
+            draws,
+            tune,
+            chains,
+            augment,
+        )
+
+    plans = {b: _plan_at(plan, b) for b in grid}
+    reference_factor = REFERENCE_FACTOR ** (2 if plan.measure == "rho" else 1)
+    reference = task(_plan_at(plan, grid[-1] * reference_factor), (2**63 - 1,))
+    built = model(simulate_release(reference.plan, sums, n, reference.noise_seed))
+    shapes = _check_params(built, params, owner)
+    labels = [label for name in params for label, _ in _labels(name, shapes[name])]
+    if target_width is not None:
+        _widths(target_width, labels, owner)
+    reference_values = None if truth is None else _truth(truth, params, shapes, owner)
+    risks = {b: _membership(plans[b], target, other, prior) for b in grid}
+    alternative = (
+        "whether the target is in the data"
+        if other is None
+        else "whether the data hold the target's record or the replacement record"
+    )
+    notes = [
+        f"Each row is one total {plan.measure} of the plan, split as the template "
+        f"({', '.join(f'{k}: {v:.3g}' for k, v in _fractions(plan).items())}) under "
+        f"{plan.neighbouring} neighbours.",
+        "Risk: the Bayes risk (0-1 loss) of the best attacker who knows every other record and "
+        f"the target's value and sees the whole release, deciding {alternative} (prior "
+        f"{prior:g}; {risks[grid[0]][1]}), computed by pmdp.risk.membership_risk without "
+        f"simulation, by {' and '.join(sorted({f['risk_method'] for f, _ in risks.values()}))} "
+        "('exact': closed forms and exact sums; 'quadrature': a lattice or grid, with rigorous "
+        "bounds in the columns membership_risk_lower and membership_risk_upper); the advantage "
+        "is its gain over the trivial attacker, who only guesses from the prior.",
+        f"Utility: {replicates} simulated releases per row (seeded NumPy noise: a simulation "
+        "study, not releases to publish), each fitted with the analyst's model "
+        f"({chains} chain(s) x {draws} draws after {tune} tuning); each figure is a mean over "
+        "the replicates with its Monte Carlo standard error.",
+    ]
+    runs = [reference] if truth is None else []
+    keys = [(b, r) for b in grid for r in range(replicates)]
+    runs += [task(plans[b], (_code(b), r)) for b, r in keys]
+    results = _execute(runs, client)
+    if truth is None:
+        summary = results.pop(0)["summary"]
+        reference_values = {label: summary[label][0] for label in labels}
+        notes.append(
+            "Coverage is of the value the confidential data give: the posterior mean of a fit "
+            f"to a release of the same records with noise scales {REFERENCE_FACTOR:g} times "
+            f"smaller than at {plan.measure} = {grid[-1]:g}: "
+            + ", ".join(f"{k} = {v:.4g}" for k, v in reference_values.items())
+            + "."
+        )
+    else:
+        notes.append("Coverage is of the values given as `truth`.")
+    risks = {b: figures for b, (figures, _) in risks.items()}
+    fits = _fits_frame(keys, runs[-len(keys) :], results, labels, reference_values, plan.measure)
+    table = _table(grid, plans, risks, fits, results, keys, labels, count, plan.measure)
+    return EpsilonReport(
+        table,
+        labels,
+        measure=plan.measure,
+        target_width=target_width,
+        max_membership_advantage=max_membership_advantage,
+        fits=fits,
+        notes=notes,
+    )
+
+
+def _execute(tasks: list[_Task], client) -> list[dict]:
+    if client is None:
+        return [_run(t) for t in tasks]
+    futures = client.map(_run, tasks, pure=False)
+    return client.gather(futures)
+
+
+def _membership(plan: rl.Plan, record: dict, replacement, prior: float) -> tuple[dict, str]:
+    """The risk figures of ``record`` under ``plan`` (:func:`pymc_unbounded_dp.risk.
+    membership_risk`, imported here) and how they were computed."""
+    from pymc_unbounded_dp import risk
+
+    options = {} if replacement is None else {"replacement": replacement}
+    result = risk.membership_risk(plan, record, prior, **options)
+    figures = {
+        column: float(getattr(result, field))
+        for column, field in zip(RISK_COLUMNS, RISK_FIELDS, strict=True)
+    }
+    figures["risk_method"] = str(result.method)
+    return figures, f"{result.neighbouring} neighbours"
+
+
+def _fits_frame(keys, tasks, results, labels, reference, measure) -> pd.DataFrame:
+    rows = []
+    for (budget, replicate), task, result in zip(keys, tasks, results, strict=True):
+        for label in labels:
+            mean, sd, lower, upper = result["summary"][label]
+            rows.append(
+                {
+                    measure: budget,
+                    "replicate": replicate,
+                    "label": label,
+                    "mean": mean,
+                    "sd": sd,
+                    "lower": lower,
+                    "upper": upper,
+                    "width": upper - lower,
+                    "covered": bool(lower <= reference[label] <= upper),
+                    "noise_seed": task.noise_seed,
+                    "chain_seed": task.chain_seed,
+                    "augment": result["augment"],
+                    "seconds": result["seconds"],
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _table(grid, plans, risks, fits, results, keys, labels, count, measure) -> pd.DataFrame:
+    rows = []
+    n_results = results[-len(keys) :]
+    for budget in grid:
+        row = {f"{measure}[{k}]": v for k, v in plans[budget].shares.items()}
+        row.update(risks[budget])
+        for label in labels:
+            part = fits[(fits[measure] == budget) & (fits["label"] == label)]
+            for figure in ("sd", "width"):
+                row[f"{figure}({label})"], row[f"{figure}_se({label})"] = _mean_se(part[figure])
+            p = float(part["covered"].mean())
+            row[f"coverage({label})"] = p
+            row[f"coverage_se({label})"] = math.sqrt(p * (1 - p) / len(part))
+        posteriors = [r["n"] for k, r in zip(keys, n_results, strict=True) if k[0] == budget]
+        if count is not None and all(p is not None for p in posteriors):
+            for i, figure in enumerate(("mean", "sd")):
+                values = pd.Series([p[i] for p in posteriors])
+                row[f"{figure}({count})"], row[f"{figure}_se({count})"] = _mean_se(values)
+        rows.append(row)
+    return pd.DataFrame(rows, index=pd.Index(grid, name=measure))
+
+
+def _mean_se(values: pd.Series) -> tuple[float, float]:
+    values = values.to_numpy(dtype=float)
+    se = values.std(ddof=1) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return float(values.mean()), float(se)
+
+
+# -- argument checks -----------------------------------------------------------------------------
+def _grid(epsilons, measure: str, owner: str) -> list[float]:
+    label = f"`epsilons` (a grid of {measure} values)"
+    if isinstance(epsilons, str | bytes) or not isinstance(epsilons, Sequence | np.ndarray):
+        raise ValueError(f"{owner}: {label} must be a sorted list of numbers, got {epsilons!r}.")
+    grid = list(epsilons)
+    if not grid:
+        raise ValueError(f"{owner}: {label} is empty; give at least one budget.")
+    for value in grid:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not (0 < value < math.inf)
+        ):
+            raise ValueError(f"{owner}: {label} must hold finite numbers > 0, got {value!r}.")
+    grid = [float(v) for v in grid]
+    if any(b <= a for a, b in zip(grid, grid[1:])):
+        raise ValueError(
+            f"{owner}: {label} must be strictly increasing (sorted, no repeats), got {grid}; "
+            f"pass sorted({grid})."
+        )
+    return grid
+
+
+def _names(params, owner: str) -> tuple[str, ...]:
+    names = (params,) if isinstance(params, str) else params
+    if (
+        not isinstance(names, Sequence)
+        or not names
+        or not all(isinstance(p, str) and p for p in names)
+    ):
+        raise ValueError(
+            f"{owner}: `params` must be a parameter name or a non-empty list of names, got "
+            f"{params!r}."
+        )
+    return tuple(names)
+
+
+def _integer(value, label: str, owner: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{owner}: `{label}` must be an integer >= {minimum}, got {value!r}.")
+
+
+def _record(record, plan: rl.Plan, owner: str, label: str, opposite=None) -> dict:
+    """A record checked against the declared bounds. Default: the worst case, each coordinate at
+    the bound of largest magnitude, or (``opposite``, a replacement) at the bound farther from
+    ``opposite``'s value."""
+    summed = {k: s for k, s in plan.statistics.items() if s.kind == "sum"}
+    if record is None and opposite is None:
+        return {
+            k: np.where(np.abs(s.upper) >= np.abs(s.lower), s.upper, s.lower)
+            for k, s in summed.items()
+        }
+    if record is None:
+        return {
+            k: np.where(opposite[k] - s.lower >= s.upper - opposite[k], s.lower, s.upper)
+            for k, s in summed.items()
+        }
+    if not isinstance(record, Mapping) or set(record) != set(summed):
+        raise ValueError(
+            f"{owner}: `{label}` must be a dict with one record's value of each summed statistic "
+            f"{sorted(summed)}, got {record!r}."
+        )
+    out = {}
+    for name, stat in summed.items():
+        try:
+            value = np.asarray(record[name], dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{owner}: `{label}[{name!r}]` must be numeric.") from None
+        if value.shape != stat.shape:
+            raise ValueError(
+                f"{owner}: `{label}[{name!r}]` has shape {value.shape}; the statistic's is "
+                f"{stat.shape}."
+            )
+        if (
+            not np.all(np.isfinite(value))
+            or np.any(value < stat.lower)
+            or np.any(value > stat.upper)
+        ):
+            raise ValueError(
+                f"{owner}: `{label}[{name!r}]` = {value} is outside the plan's declared bounds "
+                f"[{stat.lower}, {stat.upper}]; a record's statistic is clamped to them before "
+                "release."
+            )
+        out[name] = value.astype(stat.lower.dtype) if stat.integer else value
+    return out
+
+
+def _check_params(model, params, owner: str) -> dict[str, tuple[int, ...]]:
+    """Each parameter's shape in ``model``; a missing name is a ValueError naming ``params``."""
+    names = [v.name for v in (*model.free_RVs, *model.deterministics)]
+    missing = [p for p in params if p not in names]
+    if missing:
+        raise ValueError(
+            f"{owner}: `params` names {missing}, not a parameter of the model; its parameters "
+            f"are {names}."
+        )
+    return {name: tuple(int(d) for d in model[name].shape.eval()) for name in params}
+
+
+def _truth(truth, params, shapes, owner: str) -> dict[str, float]:
+    if not isinstance(truth, Mapping):
+        raise ValueError(f"{owner}: `truth` must be a dict {{param: value}}, got {truth!r}.")
+    out = {}
+    for name in params:
+        labels = _labels(name, shapes[name])
+        if name in truth:
+            value = np.asarray(truth[name], dtype=float)
+            if value.shape != shapes[name]:
+                raise ValueError(
+                    f"{owner}: `truth[{name!r}]` has shape {value.shape}, the parameter's is "
+                    f"{shapes[name]}."
+                )
+            out.update({label: float(value[index]) for label, index in labels})
+        elif all(label in truth for label, _ in labels):
+            out.update({label: float(truth[label]) for label, _ in labels})
+        else:
+            raise ValueError(f"{owner}: `truth` has no value of {name!r}.")
+    return out
+
+
+def _fractions(plan: rl.Plan) -> dict[str, float]:
+    total = math.fsum(plan.shares.values())
+    return {k: v / total for k, v in plan.shares.items()}
+
+
+def _code(budget: float) -> int:
+    return round(budget * 1_000_000)
+
+
+def _int(sequence: np.random.SeedSequence) -> int:
+    return int(sequence.generate_state(1)[0])

@@ -1,0 +1,385 @@
+"""``pmdp.choose_epsilon`` and ``pmdp.EpsilonReport``: risk beside utility over a budget grid.
+
+The risk columns come from ``pmdp.risk.membership_risk``; most tests replace it with a fake whose
+numbers are known (the report only has to carry them), and one closed-form check runs against the
+real function. The utility side is tested on a tiny Bernoulli model on the sums level.
+"""
+
+import math
+from types import SimpleNamespace
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pymc as pm
+import pytest
+
+import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp import release as rl
+from pymc_unbounded_dp.epsilon import EpsilonReport, simulate_release
+
+matplotlib.use("Agg")
+
+N = 300
+GRID = [0.5, 4.0]
+FIT = {"draws": 150, "tune": 150}
+SEED = 7
+
+
+def fake_membership_risk(plan, record, prior=0.5, *, replacement=None):
+    """Stands in for ``pmdp.risk.membership_risk``: numbers that identify the plan's budget."""
+    epsilon = plan.guarantee["epsilon"]
+    risk = 1 / (1 + math.exp(epsilon))
+    fake_membership_risk.calls.append((plan, record, prior, replacement))
+    return SimpleNamespace(
+        risk=risk,
+        trivial_risk=0.5,
+        advantage=0.5 - risk,
+        posterior_odds_bound=math.exp(epsilon),
+        epsilon_bound=math.exp(epsilon),
+        lower=risk,
+        upper=risk,
+        method="fake",
+        neighbouring=plan.neighbouring,
+    )
+
+
+fake_membership_risk.calls = []
+
+
+def bernoulli_model(release):
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=release.sample_size("n"))
+        release.privatized_sum("s", x)
+    return model
+
+
+@pytest.fixture
+def fake_risk(monkeypatch):
+    monkeypatch.setattr(pmdp.risk, "membership_risk", fake_membership_risk, raising=False)
+    fake_membership_risk.calls.clear()
+    return fake_membership_risk
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return rl.Plan(
+        [rl.Statistic("s", 0, 1, integer=True), rl.Count("n")],
+        epsilon=1.0,
+        weights={"s": 0.75, "n": 0.25},
+    )
+
+
+@pytest.fixture(scope="module")
+def records():
+    return {"s": np.random.default_rng(3).binomial(1, 0.3, size=N)}
+
+
+@pytest.fixture(scope="module")
+def report(plan, records):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pmdp.risk, "membership_risk", fake_membership_risk, raising=False)
+        fake_membership_risk.calls.clear()
+        made = pmdp.choose_epsilon(
+            records,
+            plan,
+            bernoulli_model,
+            GRID,
+            params="theta",
+            replicates=3,
+            random_seed=SEED,
+            **FIT,
+        )
+        made.risk_calls = list(fake_membership_risk.calls)
+    return made
+
+
+def test_the_table_has_one_row_per_epsilon_with_split_risk_and_utility(report):
+    table = report.table
+    assert list(table.index) == GRID and table.index.name == "epsilon"
+    assert np.allclose(table["epsilon[s]"] + table["epsilon[n]"], GRID)
+    assert np.allclose(table["epsilon[s]"], 3 * table["epsilon[n]"])  # the template's split
+    for column in ["sd", "sd_se", "width", "width_se", "coverage", "coverage_se"]:
+        assert table[f"{column}(theta)"].notna().all(), column
+    for column in ["mean(n)", "mean_se(n)", "sd(n)", "sd_se(n)"]:
+        assert table[column].notna().all(), column
+    # the risk figures are the risk engine's, for the plan at each budget, the worst-case record
+    risks = [1 / (1 + math.exp(e)) for e in GRID]
+    assert np.allclose(table["membership_risk"], risks, rtol=0, atol=1e-15)
+    assert np.allclose(table["advantage"], [0.5 - r for r in risks])
+    assert np.allclose(table["epsilon_bound"], np.exp(GRID))
+    assert np.allclose(table["membership_risk_lower"], risks)
+    assert list(table["risk_method"]) == ["fake", "fake"]
+    plans = [call[0] for call in report.risk_calls]
+    assert [p.guarantee["epsilon"] for p in plans] == pytest.approx(GRID)
+    assert all(call[1:] == ({"s": 1}, 0.5, None) for call in report.risk_calls)
+    assert len(report.fits) == len(GRID) * 3
+    assert "EpsilonReport(epsilon in [0.5, 4]" in repr(report)
+
+
+def test_utility_grows_with_epsilon(report):
+    table = report.table
+    assert table.loc[0.5, "sd(theta)"] > table.loc[4.0, "sd(theta)"]
+    assert table.loc[0.5, "width(theta)"] > table.loc[4.0, "width(theta)"]
+    assert table.loc[0.5, "sd(n)"] > 2 * table.loc[4.0, "sd(n)"]
+    # the reference value is the posterior mean at a tiny noise: close to the data's proportion
+    assert report.table["coverage(theta)"].between(0, 1).all()
+
+
+def test_a_fit_of_the_report_is_a_fit_by_hand(report, plan, records):
+    """The report's fit is reproduced exactly from its seeds, and a fresh release fitted by hand
+    agrees with the report's expected posterior sd within its Monte Carlo error."""
+    row = report.fits.query("epsilon == 0.5 and replicate == 0").iloc[0]
+    by_hand = rl.Plan(list(plan.statistics.values()), epsilon=0.5, weights={"s": 0.75, "n": 0.25})
+    sums = {"s": int(records["s"].sum())}
+
+    def posterior_sd(noise_seed, chain_seed):
+        release = simulate_release(by_hand, sums, N, int(noise_seed))
+        with bernoulli_model(release):
+            idata = pmdp.sample(
+                chains=1,
+                random_seed=int(chain_seed),
+                progressbar=False,
+                **FIT,
+                compute_convergence_checks=False,
+            )
+        return float(idata["posterior"]["theta"].values.std(ddof=1))
+
+    assert posterior_sd(row["noise_seed"], row["chain_seed"]) == pytest.approx(row["sd"], 1e-12)
+    fresh = posterior_sd(12345, 678)
+    expected, se = report.table.loc[0.5, ["sd(theta)", "sd_se(theta)"]]
+    # the report's se is of the mean over 3 fits; one fit spreads sqrt(3) times as much
+    assert abs(fresh - expected) < 4 * se * math.sqrt(3 + 1)
+
+
+def test_the_same_seed_gives_the_same_table(report, plan, records, fake_risk):
+    again = pmdp.choose_epsilon(
+        records,
+        plan,
+        bernoulli_model,
+        [4.0],
+        params=["theta"],
+        replicates=3,
+        random_seed=SEED,
+        **FIT,
+    )
+    columns = [c for c in again.table.columns if "(theta)" in c or c.endswith("(n)")]
+    # a budget's fits do not depend on the rest of the grid
+    pd.testing.assert_frame_equal(again.table.loc[[4.0], columns], report.table.loc[[4.0], columns])
+
+
+def test_dask_workers_give_the_same_table(report, plan, records, fake_risk):
+    distributed = pytest.importorskip("distributed")
+    truth = {"theta": 0.3}
+    local = pmdp.choose_epsilon(
+        records,
+        plan,
+        bernoulli_model,
+        [4.0],
+        params="theta",
+        replicates=2,
+        truth=truth,
+        random_seed=SEED,
+        **FIT,
+    )
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = pmdp.choose_epsilon(
+            records,
+            plan,
+            bernoulli_model,
+            [4.0],
+            params="theta",
+            replicates=2,
+            truth=truth,
+            random_seed=SEED,
+            client=client,
+            **FIT,
+        )
+    pd.testing.assert_frame_equal(local.table, remote.table)
+
+
+# -- the recommendation, the figure, the page ----------------------------------------------------
+
+
+def hand_made(**options):
+    table = pd.DataFrame(
+        {
+            "membership_risk": [0.45, 0.35, 0.2, 0.05],
+            "trivial_risk": [0.5] * 4,
+            "advantage": [0.05, 0.15, 0.3, 0.45],
+            "width(a)": [0.9, 0.5, 0.3, 0.2],
+            "width_se(a)": [0.01] * 4,
+            "width(b)": [0.6, 0.4, 0.35, 0.1],
+            "width_se(b)": [0.03] * 4,
+        },
+        index=pd.Index([0.25, 0.5, 1.0, 2.0], name="epsilon"),
+    )
+    return EpsilonReport(table, ["a", "b"], **options)
+
+
+@pytest.mark.parametrize(
+    "options, expected, words",
+    [
+        ({"target_width": 0.4}, 1.0, "smallest"),  # b needs 1.0 although a would take 0.5
+        ({"target_width": {"a": 0.5}}, 0.5, "smallest"),
+        ({"max_membership_advantage": 0.2}, 0.5, "largest"),
+        ({"target_width": 0.4, "max_membership_advantage": 0.3}, 1.0, "within the cap"),
+        ({"target_width": 0.4, "max_membership_advantage": 0.2}, None, "conflict"),
+        ({"target_width": 0.05}, None, "No epsilon of the grid meets"),
+        ({"max_membership_advantage": 0.01}, None, "No epsilon of the grid keeps"),
+        ({}, None, "No target given"),
+    ],
+)
+def test_recommend(options, expected, words):
+    advice = hand_made(**options).recommend()
+    assert advice.value == expected
+    assert words in advice.reason and str(advice) == advice.reason
+
+
+def test_recommend_arguments_override_the_report_defaults():
+    report = hand_made(target_width=0.05)
+    assert report.recommend(max_membership_advantage=0.2).value is None  # the width target stays
+    assert report.recommend(target_width=0.4).value == 1.0
+    with pytest.raises(ValueError, match="target_width"):
+        report.recommend(target_width={"c": 1.0})
+
+
+def test_plot_and_html_page(tmp_path):
+    report = hand_made(target_width=0.4)
+    figure = report.plot()
+    assert isinstance(figure, matplotlib.figure.Figure)
+    assert figure.axes[0].get_xlabel().startswith("membership advantage")
+    path = report.to_html(tmp_path / "page.html")
+    page = path.read_text()
+    assert '<img alt="risk-utility frontier" src="data:image/png;base64,' in page
+    assert "<table" in page and page.count("<tr>") >= 5
+    assert "epsilon = 1 is the smallest budget" in page
+    # a paragraph per row, saying which way risk and utility move as epsilon shrinks
+    assert page.count("Shrinking epsilon from") == 3
+    assert "the attacker&#x27;s error rises from 0.35 to 0.45" in page
+    assert "the interval of a widens from 0.5 to 0.9 (less utility)" in page
+    assert "the interval of b goes from 0.35 to 0.4, within twice its Monte Carlo error" in page
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change, argument",
+    [
+        ({"epsilons": []}, "epsilons"),
+        ({"epsilons": [2.0, 1.0]}, "epsilons"),
+        ({"epsilons": [1.0, 1.0]}, "epsilons"),
+        ({"epsilons": [0.0, 1.0]}, "epsilons"),
+        ({"record": {"s": 2}}, "record"),
+        ({"record": {"s": -1}}, "record"),
+        ({"record": {"t": 1}}, "record"),
+        ({"prior": 0.0}, "prior"),
+        ({"prior": 1.0}, "prior"),
+        ({"prior": 1.5}, "prior"),
+        ({"params": ["theta", "nope"]}, "params"),
+        ({"params": []}, "params"),
+        ({"replicates": 0}, "replicates"),
+        ({"truth": {"other": 1.0}}, "truth"),
+    ],
+)
+def test_bad_input_names_the_argument(plan, records, change, argument, fake_risk):
+    arguments = {"epsilons": [1.0], "params": "theta", "replicates": 1, **change}
+    with pytest.raises(ValueError, match=f"`{argument}"):
+        pmdp.choose_epsilon(records, plan, bernoulli_model, **arguments, draws=5, tune=5)
+
+
+def test_a_replace_one_plan_compares_the_target_with_its_replacement(records, fake_risk):
+    bounded = rl.Plan(
+        [rl.Statistic("s", 0, 1, integer=True), rl.Count("n")],
+        neighbouring="replace-one",
+        epsilon=1.0,
+    )
+    arguments = {"params": "theta", "replicates": 1, "truth": {"theta": 0.3}, "draws": 20}
+    report = pmdp.choose_epsilon(records, bounded, bernoulli_model, [1.0], tune=20, **arguments)
+    assert fake_risk.calls[-1][1:] == ({"s": 1}, 0.5, {"s": 0})  # the opposite bound
+    assert "epsilon[n]" not in report.table  # n is public: no share
+    assert "mean(n)" not in report.table
+    with pytest.raises(ValueError, match="`replacement"):
+        pmdp.choose_epsilon(
+            records, bounded, bernoulli_model, [1.0], replacement={"s": 3}, **arguments
+        )
+    with pytest.raises(ValueError, match="`replacement"):
+        pmdp.choose_epsilon(
+            records,
+            bounded.__class__(list(bounded.statistics.values()), epsilon=1.0),
+            bernoulli_model,
+            [1.0],
+            replacement={"s": 0},
+            **arguments,
+        )
+
+
+def test_risk_of_a_count_is_the_closed_form(plan, records):
+    """Against the real risk engine: a target record whose statistic is 0 changes only the count,
+    released alone with a discrete Laplace at its share epsilon / 4: risk 1 / (1 + e^(eps/4))."""
+    from pymc_unbounded_dp import risk
+
+    if not hasattr(risk, "membership_risk"):
+        pytest.skip("pmdp.risk.membership_risk is not in this checkout yet (issue 29, item 1)")
+    report = pmdp.choose_epsilon(
+        records,
+        plan,
+        bernoulli_model,
+        GRID,
+        params="theta",
+        replicates=1,
+        record={"s": 0},
+        truth={"theta": 0.3},
+        random_seed=1,
+        draws=20,
+        tune=20,
+    )
+    expected = [1 / (1 + math.exp(e / 4)) for e in GRID]
+    assert np.allclose(report.table["membership_risk"], expected, rtol=0, atol=1e-12)
+    assert np.allclose(report.table["trivial_risk"], 0.5, rtol=0, atol=1e-12)
+    # risk rises toward the trivial attacker's as epsilon shrinks
+    assert report.table["membership_risk"].is_monotonic_decreasing
+
+
+# -- the command ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["--epsilons", "4,1"], "--epsilons"),
+        (["--epsilons", "1,inf"], "--epsilons"),
+        (["--prior", "1"], "--prior"),
+        (["--max-advantage", "2"], "--max-advantage"),
+        (["--replicates", "0"], "--replicates"),
+    ],
+)
+def test_the_command_names_a_bad_option(capsys, tmp_path, argv, option):
+    from pymc_unbounded_dp import cli
+
+    code = cli.main(["epsilon", *argv, "--out", str(tmp_path)])
+    assert code == 2 and option in capsys.readouterr().err
+
+
+def test_the_command_writes_the_page(capsys, tmp_path, fake_risk):
+    from pymc_unbounded_dp import cli
+
+    argv = ["epsilon", "--quick", "--workers", "1", "--epsilons", "4", "--replicates", "1"]
+    argv += ["--records", "200", "--draws", "30", "--tune", "30", "--target-width", "100"]
+    code = cli.main([*argv, "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "epsilon = 4 is the smallest budget" in out
+    page = (tmp_path / "epsilon.html").read_text()
+    assert "<img" in page and "<table" in page and "width(beta[1])" in page
+    table = pd.read_csv(tmp_path / "epsilon.csv", index_col=0)
+    assert list(table.index) == [4.0]
+    assert {"membership_risk", "width(tau)", "mean(n)"} <= set(table.columns)
+    assert len(pd.read_csv(tmp_path / "fits.csv")) == 4  # one fit: beta[0..2], tau
