@@ -83,4 +83,3 @@ def run(quick: bool = False, sizes=None) -> tuple[list[Row], dict]:
                 flush=True,
             )
     return rows, raw
-
