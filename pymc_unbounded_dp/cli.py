@@ -421,6 +421,7 @@ def _demo(args, out=None) -> int:
         FLAG,
         R_HAT_MAX,
         convergence_flags,
+        flag_labels,
     )
 
     folder = _writable_folder(args.out)
@@ -476,12 +477,7 @@ def _demo(args, out=None) -> int:
         columns={"lower": "lower_94", "upper": "upper_94"}
     )
     flags = convergence_flags(summary, args.chains)
-    shown["flag"] = [
-        f"{FLAG} " + ", ".join(stat for stat in ("r_hat", "ess_bulk") if row[stat])
-        if any(row)
-        else ""
-        for row in flags.to_dict(orient="records")
-    ]
+    shown["flag"] = flag_labels(flags, FLAG)
     print(
         f"\nPosterior ({result.seconds:.0f} s of sampling); 94% equal-tailed intervals:", file=out
     )

@@ -389,3 +389,14 @@ def test_reproduce_atus_reads_the_packaged_data_and_simulates_only_on_request(tm
         "alpha[2]" in record["posterior"]
         and "posterior SDs" in (out_dir / "atus_summary.md").read_text()
     )
+
+
+def test_only_rows_that_fail_a_convergence_check_are_flagged():
+    from pymc_unbounded_dp.examples.study.reporting import convergence_flags, flag_labels
+
+    table = pd.DataFrame(
+        {"r_hat": [1.0, 1.05, 1.0, np.nan], "ess_bulk": [2000.0, 900.0, 150.0, np.nan]},
+        index=["ok", "r_hat", "ess", "one chain"],
+    )
+    labels = flag_labels(convergence_flags(table, chains=4))
+    assert labels == ["", "! r_hat", "! ess_bulk", ""]  # the demo once flagged every row

@@ -28,6 +28,7 @@ __all__ = [
     "ESS_PER_CHAIN",
     "R_HAT_MAX",
     "convergence_flags",
+    "flag_labels",
     "coverage_table",
     "markdown",
     "mean_table",
@@ -62,6 +63,25 @@ def convergence_flags(table: pd.DataFrame, chains) -> pd.DataFrame:
     return pd.DataFrame(
         {"r_hat": r_hat > R_HAT_MAX, "ess_bulk": ess < ESS_PER_CHAIN * chains}, index=table.index
     )
+
+
+def flag_labels(flags: pd.DataFrame, mark: str = FLAG) -> list[str]:
+    """One label per row of :func:`convergence_flags`: ``"! r_hat, ess_bulk"`` naming what
+    failed, or ``""`` for a row that passes.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> flags = pd.DataFrame({"r_hat": [False, True], "ess_bulk": [False, True]})
+    >>> flag_labels(flags)
+    ['', '! r_hat, ess_bulk']
+    """
+    return [
+        f"{mark} " + ", ".join(stat for stat, failed in row.items() if failed)
+        if any(row.values())
+        else ""
+        for row in flags.to_dict(orient="records")
+    ]
 
 
 def _grid(per_fit: pd.DataFrame) -> pd.DataFrame:
