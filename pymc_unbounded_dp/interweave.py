@@ -27,6 +27,7 @@ so it composes with :class:`~pymc_unbounded_dp.DataAugmentation` and
 
 from __future__ import annotations
 
+import logging
 from typing import ClassVar
 
 import numpy as np
@@ -40,12 +41,23 @@ from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp.kernels import interweave as rw
 from pymc_unbounded_dp.kernels._noise import residual_log_density
-from pymc_unbounded_dp.noncentred import NonCentredModel, build_noncentred, describe_forms
+from pymc_unbounded_dp.noncentred import (
+    FlatLogTarget,
+    NonCentredModel,
+    build_noncentred,
+    describe_forms,
+)
 from pymc_unbounded_dp.sums import acceptance_rate
 
 __all__ = ["Interweave", "moving_parameters"]
 
+_log = logging.getLogger(__name__)
 _METHODS = ("auto", "noncentred", "full-refresh")
+_BACKENDS = ("auto", "numba", "python")
+#: With ``backend="auto"``, the non-centred move runs in numba from this many records (all tables):
+#: below it, a step costs microseconds either way and numba's compilation (1-4 s per model) does
+#: not pay.
+NUMBA_MIN_RECORDS = 200
 #: At most this many full-refresh steps per iteration when the number is chosen automatically.
 FULL_REFRESH_MAX_STEPS = 5
 
@@ -78,14 +90,28 @@ class Interweave(BlockedStep):
     method : {"auto", "noncentred", "full-refresh"}
         ``"auto"``: the non-centred move where every record variable has a non-centred form
         (:func:`pymc_unbounded_dp.noncentred.describe_forms`), else the full-refresh move.
+    backend : {"auto", "numba", "python"}
+        How the non-centred move evaluates its target. ``"numba"``: the target compiled by
+        PyTensor's numba backend, all steps of an iteration in one compiled loop
+        (:func:`~pymc_unbounded_dp.kernels.interweave.step_compiled`); ``"python"``: the C-compiled
+        target called from Python once per step. Both draw the same random numbers and give the
+        same chain up to floating-point order. ``"auto"``: numba from ``NUMBA_MIN_RECORDS`` (200)
+        records, where the graph has a numba implementation of every op (else Python, said in the
+        log). The full-refresh move always runs in Python.
+    switch_off : bool, default True
+        Whether tuning may turn the move off where it does not pay for its cost
+        (:class:`~pymc_unbounded_dp.kernels.interweave.Tuner`): decided from the measured jumps
+        of the move and of the rest of the iteration and a fixed cost estimate per step, never
+        from timings, so a seed reproduces the run. ``False`` keeps at least one step per
+        iteration (``pmdp.sample(interweave=True)``).
     model : pm.Model, optional
 
     Notes
     -----
     Statistics in ``sample_stats``: ``interweave_on`` (whether the move made a step in the
     iteration; ``False`` in every draw where tuning switched it off), ``interweave_accept_rate``
-    (accepted / proposed random-walk steps of the iteration, 0.0 when the move is off: never NaN)
-    and ``interweave_steps``. The proposal covariance (from the chain's
+    (accepted / proposed random-walk steps of the iteration, 0.0 when the move is off: never NaN),
+    ``interweave_steps`` and ``interweave_compiled`` (whether the steps ran in numba). The proposal covariance (from the chain's
     tuning draws), its scale (towards an acceptance of 0.234) and the number of steps adapt during
     tuning only.
 
@@ -108,6 +134,7 @@ class Interweave(BlockedStep):
         "interweave_on": (bool, []),
         "interweave_accept_rate": (np.float64, []),
         "interweave_steps": (np.int64, []),
+        "interweave_compiled": (bool, []),
     }
 
     def __init__(
@@ -117,6 +144,8 @@ class Interweave(BlockedStep):
         n_steps: int | None = None,
         max_steps: int = 20,
         method: str = "auto",
+        backend: str = "auto",
+        switch_off: bool = True,
         model: pm.Model | None = None,
         blocked: bool = True,
         rng=None,
@@ -125,6 +154,10 @@ class Interweave(BlockedStep):
         compiled = compile_model(model)
         if method not in _METHODS:
             raise ValueError(f"Interweave: `method` must be one of {_METHODS}, got {method!r}.")
+        if backend not in _BACKENDS:
+            raise ValueError(
+                f"Interweave: `backend` must be one of {_BACKENDS}, got {backend!r}."
+            )
         for name, value in (("n_steps", n_steps), ("max_steps", max_steps)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
@@ -150,6 +183,18 @@ class Interweave(BlockedStep):
                 "method='auto' or 'full-refresh'."
             )
         self.method = "noncentred" if self.noncentred is not None else "full-refresh"
+        if backend == "numba" and self.method != "noncentred":
+            raise ValueError(
+                "Interweave: backend='numba' needs the non-centred move, and this model's records "
+                "have no non-centred form (the full-refresh move runs in Python); use "
+                "backend='auto'."
+            )
+        self.backend = backend
+        self.switch_off = bool(switch_off)
+        self._flat_target: FlatLogTarget | None = None
+        self._backend_decided = False
+        self._compiled = False
+        self._ancillary: list[np.ndarray] | None = None
         self._log_prior = None if self.noncentred is not None else self._compile_log_prior(model)
         self._tuner: rw.Tuner | None = None
         self._slices: dict | None = None
@@ -193,6 +238,7 @@ class Interweave(BlockedStep):
         self.rng = np.random.default_rng(rng)
         self._tuner = None
         self._slices = None
+        self._ancillary = None
 
     def setup_chain(self, rng, tune: int, draws: int) -> None:
         self.set_rng(rng)
@@ -220,9 +266,11 @@ class Interweave(BlockedStep):
             # The full-refresh fallback redraws every record per step (about half a plain
             # iteration) and is rarely accepted on informative releases: it starts with one step
             # and takes at most FULL_REFRESH_MAX_STEPS.
+            # Costly forms start with fewer steps: the first tuning window measures whether the
+            # move pays at all (10 steps of a step costing 0.05 of an iteration, 1 of 0.5).
             if self.method == "noncentred":
-                default, most = 10, self.max_steps
                 cost = max(f.relative_cost for f in self.noncentred.forms)
+                default, most = int(min(10, max(1, round(0.5 / cost)))), self.max_steps
             else:
                 default, most, cost = 1, min(self.max_steps, FULL_REFRESH_MAX_STEPS), 0.5
             self._tuner = rw.Tuner(
@@ -231,13 +279,21 @@ class Interweave(BlockedStep):
                 most,
                 adapt_steps=self.n_steps is None,
                 relative_cost=cost,
+                may_switch_off=self.switch_off,
             )
             self._last_exit = None
         steps = self._tuner.n_steps if self.tune else self._tuner.final_steps()
         if steps == 0:
             return point, [self._stats(0, 0)]
-        log_density, state = self._target(point, records, flat)
-        state, info = rw.step(self.rng, state, log_density, self._tuner.params, steps)
+        if self._use_numba(records, point):
+            args = self._compiled_arguments(point)
+            state = rw.init_compiled(flat, self._flat_target.fn, args)
+            state, info = rw.step_compiled(
+                self.rng, state, self._flat_target.fn, args, self._tuner.params, steps
+            )
+        else:
+            log_density, state = self._target(point, records, flat)
+            state, info = rw.step(self.rng, state, log_density, self._tuner.params, steps)
         if self.tune:
             centred = None if self._last_exit is None else flat - self._last_exit
             self._tuner.update(state.position, info, centred)
@@ -260,7 +316,35 @@ class Interweave(BlockedStep):
             "interweave_on": steps > 0,
             "interweave_accept_rate": acceptance_rate(accepted, steps),
             "interweave_steps": steps,
+            "interweave_compiled": steps > 0 and self._compiled,
         }
+
+    def _use_numba(self, records: list, point: dict) -> bool:
+        """Whether this chain's steps run in numba (decided, and compiled, once per step object)."""
+        if self.method != "noncentred" or self.backend == "python":
+            return False
+        if not self._backend_decided:
+            self._backend_decided = True
+            n_records = sum(r[0].shape[0] for r in records)
+            if self.backend == "numba" or n_records >= NUMBA_MIN_RECORDS:
+                self._flat_target = self.noncentred.flat_log_target(self._layout(point))
+                if self._flat_target is None and self.backend == "numba":
+                    raise ValueError(
+                        "Interweave: backend='numba', but an op of this model's non-centred "
+                        "target has no numba implementation (see the log); use backend='auto'."
+                    )
+            _log.info(
+                "Interweave: the non-centred move runs in %s",
+                "numba" if self._flat_target is not None else "Python (C-compiled target)",
+            )
+        self._compiled = self._flat_target is not None
+        return self._compiled
+
+    def _compiled_arguments(self, point: dict) -> tuple:
+        """The numba target's arguments after the flat vector, with fresh ancillaries."""
+        nc = self.noncentred
+        self._ancillary = nc.ancillary(nc.values(point), self.rng)
+        return self._flat_target.arguments(point, self._ancillary)
 
     def _with_position(self, point: dict, flat: np.ndarray) -> dict:
         """``point`` with the moving parameters taken from the flat vector ``flat``."""

@@ -34,10 +34,15 @@ PyMC's value variables: the ancillaries of the current records, the log of the *
 
 (PyMC's log prior of every free variable with the Jacobians of its transforms; no Jacobian for
 ``u``, whose density does not depend on ``theta``), and the records ``g(theta, u)``.
+:meth:`NonCentredModel.flat_log_target` compiles the log target once more, with PyTensor's numba
+backend, as a function of the *flat* vector of the moving parameters, for the compiled random walk
+of :func:`pymc_unbounded_dp.kernels.interweave.step_compiled`.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -59,6 +64,7 @@ from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, without_guards
 from pymc_unbounded_dp.blocks import ModelBlocks, RecordsSpec
 
 __all__ = [
+    "FlatLogTarget",
     "NonCentredGraphs",
     "NonCentredModel",
     "build_noncentred",
@@ -66,6 +72,8 @@ __all__ = [
     "noncentred_graphs",
     "record_forms",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -429,6 +437,9 @@ class NonCentredModel:
     _log_target: Callable
     _records: Callable
     _record_specs: tuple[RecordsSpec, ...]
+    _log_target_graph: pt.TensorVariable
+    _value_vars: tuple
+    _u_inputs: tuple
 
     def values(self, point: dict) -> list[np.ndarray]:
         return [np.asarray(point[k], dtype=t) for k, t in zip(self.input_names, self.input_dtypes)]
@@ -449,6 +460,68 @@ class NonCentredModel:
 
     def records(self, values: list[np.ndarray], u: list[np.ndarray]) -> list[np.ndarray]:
         return [np.asarray(x) for x in self._records(*values, *u)]
+
+    def flat_log_target(self, layout: dict[str, tuple]) -> FlatLogTarget | None:
+        """The log target as a numba function of the flat moving parameters, or ``None`` where the
+        graph has an op without a numba implementation (then the Python path serves).
+
+        ``layout`` maps each moving value variable's name to ``(start, stop, shape, dtype)``: where
+        it sits in the flat vector. The other value variables and the ancillaries are the
+        function's further arguments (:meth:`FlatLogTarget.arguments`).
+        """
+        flat = pt.vector("flat_parameters", dtype="float64")
+        replacements, fixed = {}, []
+        for value in self._value_vars:
+            if value.name not in layout:
+                fixed.append(value)
+                continue
+            start, stop, shape, dtype = layout[value.name]
+            piece = flat[start] if shape == () else flat[start:stop].reshape(shape)
+            replacements[value] = pt.cast(piece, dtype)
+        graph = clone_replace(self._log_target_graph, replacements)
+        function = numba_function([flat, *fixed, *self._u_inputs], graph)
+        if function is None:
+            return None
+        return FlatLogTarget(
+            function,
+            tuple(v.name for v in fixed),
+            tuple(np.dtype(v.dtype) for v in fixed),
+        )
+
+
+class FlatLogTarget(NamedTuple):
+    """The non-centred log target ``fn(flat, *fixed values, *u) -> (log density,)`` in numba.
+
+    ``fn`` is the whole-graph function PyTensor's numba backend compiles (``fn.vm.jit_fn``), which
+    numba code calls directly (see :func:`pymc_unbounded_dp.kernels.interweave.step_compiled`).
+    """
+
+    fn: Callable
+    fixed_names: tuple[str, ...]
+    fixed_dtypes: tuple[np.dtype, ...]
+
+    def arguments(self, point: dict, u: list[np.ndarray]) -> tuple:
+        """The arguments after the flat vector: the fixed value variables at ``point``, then ``u``."""
+        fixed = (np.asarray(point[k], dtype=t) for k, t in zip(self.fixed_names, self.fixed_dtypes))
+        return (*fixed, *(np.ascontiguousarray(x, dtype=np.float64) for x in u))
+
+
+def numba_function(inputs: list, output: pt.TensorVariable) -> Callable | None:
+    """``output`` as a numba function of ``inputs`` (PyTensor's ``mode="NUMBA"``, ``fn.vm.jit_fn``),
+    or ``None`` where an op has no numba implementation (PyTensor would run its Python ``perform``
+    in numba's object mode, slower than the C path)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            function = compile_pymc(inputs, output, on_unused_input="ignore", mode="NUMBA")
+        except NotImplementedError as error:
+            _log.info("numba backend unavailable for this graph (%s)", error)
+            return None
+    object_mode = [str(w.message) for w in caught if "object mode" in str(w.message)]
+    if object_mode:
+        _log.info("numba backend unavailable for this graph: %s", object_mode[0])
+        return None
+    return function.vm.jit_fn
 
 
 def record_forms(specs, moving: list) -> list[Form | None]:
@@ -549,4 +622,7 @@ def build_noncentred(
         _log_target=log_target_fn,
         _records=records_fn,
         _record_specs=tuple(blocks.records),
+        _log_target_graph=log_target,
+        _value_vars=tuple(value_vars),
+        _u_inputs=tuple(graphs.u_inputs),
     )

@@ -53,7 +53,7 @@ def sample(
     step=None,
     model: pm.Model | None = None,
     n_moves: int | None = None,
-    interweave: bool | dict = True,
+    interweave: bool | dict | str = "auto",
     keep_records: int | None = None,
     nuts_sampler: str = "pymc",
     blas_threads: int | None = 1,
@@ -77,14 +77,17 @@ def sample(
         for continuous ones). The record and ``n`` moves are always added.
     n_moves : int, optional
         Birth/death moves per iteration (unbounded DP); see :class:`ReversibleJump`.
-    interweave : bool or dict, default True
+    interweave : {"auto", True, False} or dict, default "auto"
         Also move the continuous parameters with the records held fixed in their non-centred form
-        (:class:`~pymc_unbounded_dp.Interweave`; the full-refresh move where a record variable has
-        no such form). On noisy releases this is what makes the chain mix: plain data
-        augmentation moves ``theta`` by a fraction of its posterior per iteration. ``False``: the
-        paper's plain data augmentation. A dict passes options to the step, e.g.
-        ``interweave={"n_steps": 5}`` (by default the number of steps per iteration is chosen
-        during tuning, and is 0, no move, where the move does not pay for its cost).
+        (:class:`~pymc_unbounded_dp.Interweave`). On noisy releases this is what makes the chain
+        mix: plain data augmentation moves ``theta`` by a fraction of its posterior per iteration.
+        ``"auto"``: the move where every record variable has a non-centred form, its number of
+        steps per iteration chosen during tuning, and switched off (0 steps, from the tuning
+        window where this shows) where it does not pay for its cost; no move where a form is
+        missing. ``True`` forces the move on (at least one step per iteration; the full-refresh
+        move where a form is missing). ``False``: the paper's plain data augmentation. A dict
+        passes options to the step, e.g. ``interweave={"n_steps": 5}`` or
+        ``{"backend": "python"}``.
     keep_records : int, optional
         Also return the imputed records of every ``keep_records``-th post-tuning draw, in a group
         ``imputed_records`` (dims ``chain, kept_draw, record, ...``; under unbounded DP the record

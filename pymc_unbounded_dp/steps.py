@@ -19,6 +19,7 @@ the same step object.
 from __future__ import annotations
 
 import inspect
+import logging
 from contextlib import contextmanager
 
 import numpy as np
@@ -41,6 +42,7 @@ from pymc_unbounded_dp.blocks import (
 from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.independence import IndependenceMetropolis
 from pymc_unbounded_dp.interweave import Interweave, moving_parameters
+from pymc_unbounded_dp.noncentred import describe_forms
 from pymc_unbounded_dp.sums import (
     MODEL_LOGP_STAT,
     N_MOVE_STATS,
@@ -58,6 +60,8 @@ __all__ = [
     "ReleaseLogLikelihood",
     "ReversibleJump",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 class RecordsStep(BlockedStep):
@@ -292,20 +296,39 @@ class ReleaseLogLikelihood(BlockedStep):
 
 
 def _check_interweave(interweave) -> None:
-    if not isinstance(interweave, bool | dict):
+    if not (isinstance(interweave, bool | dict) or interweave == "auto"):
         raise TypeError(
-            f"`interweave` must be True, False or a dict of Interweave options, got {interweave!r}."
+            "`interweave` must be 'auto', True, False or a dict of Interweave options, got "
+            f"{interweave!r}."
         )
 
 
-def _interweave_steps(model: pm.Model, compiled: CompiledModel, interweave: bool | dict) -> list:
-    """``[Interweave(...)]`` if asked for and the model has continuous parameters to move;
-    a dict ``interweave`` holds keyword arguments of :class:`Interweave`."""
+def _interweave_steps(
+    model: pm.Model, compiled: CompiledModel, interweave: bool | dict | str
+) -> list:
+    """The interweaving move, if asked for and the model has continuous parameters to move.
+
+    ``"auto"``: the non-centred move, which tuning may switch off where it does not pay, and no
+    move where a record variable has no non-centred form (the full-refresh move rarely pays for
+    its cost of redrawing every record). ``True``: the move forced on (the full-refresh move
+    where there is no form). A dict holds keyword arguments of :class:`Interweave`.
+    """
     _check_interweave(interweave)
     if interweave is False or not moving_parameters(model, compiled):
         return []
-    options = interweave if isinstance(interweave, dict) else {}
-    return [Interweave(model=model, **options)]
+    if interweave == "auto":
+        missing = [k for k, form in describe_forms(model, compiled.blocks).items() if form is None]
+        if missing:
+            _log.info(
+                "interweave='auto': no interweaving move (record variable(s) %s have no "
+                "non-centred form; interweave=True forces the full-refresh move)",
+                missing,
+            )
+            return []
+        return [Interweave(model=model)]
+    if interweave is True:
+        return [Interweave(model=model, switch_off=False)]
+    return [Interweave(model=model, **interweave)]
 
 
 def _parameter_steps(
@@ -423,6 +446,11 @@ class DataAugmentation(CompoundStep):
     ----------
     parameter_step : step or list of steps, optional
         PyMC steps for (some of) the parameters; the rest are assigned as ``pm.sample`` does.
+    interweave : {"auto", True, False} or dict, default "auto"
+        The interweaving move :class:`~pymc_unbounded_dp.Interweave` after the parameter steps:
+        ``"auto"``, where every record variable has a non-centred form, with the move switched off
+        during tuning where it does not pay; ``True`` forces it on (the full-refresh move where a
+        form is missing); ``False``, none; a dict, its options.
     model : pm.Model, optional
     keep_records : int, optional
         Keep the imputed records every ``keep_records`` post-tuning draws (as the ``records``
@@ -464,7 +492,7 @@ class DataAugmentation(CompoundStep):
         self,
         parameter_step=None,
         *,
-        interweave: bool | dict = True,
+        interweave: bool | dict | str = "auto",
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -621,7 +649,7 @@ class ReversibleJump(DataAugmentation):
         parameter_step=None,
         *,
         n_moves: int | None = None,
-        interweave: bool | dict = True,
+        interweave: bool | dict | str = "auto",
         model: pm.Model | None = None,
         keep_records: int | None = None,
         step_kwargs: dict | None = None,
@@ -664,7 +692,7 @@ def augmentation_step(
     parameter_step=None,
     *,
     n_moves: int | None = None,
-    interweave: bool | dict = True,
+    interweave: bool | dict | str = "auto",
     keep_records: int | None = None,
     step_kwargs: dict | None = None,
     vars=None,

@@ -4,6 +4,7 @@ kept, only proposals are evaluated), and the step-count rule."""
 
 import math
 
+import numba as nb
 import numpy as np
 import pytest
 
@@ -103,20 +104,39 @@ def test_steps_for_crosses_the_posterior_when_the_move_pays():
     assert rw.steps_for(1, 0.01, 20, centred_squared_jump=1.0, relative_cost=0.05) == 0
 
 
-def test_tuner_learns_the_covariance_and_turns_a_useless_move_off():
+def _tune_useless_move(tuner: rw.Tuner, accept_probability: float, iterations: int = 175):
+    """Feed ``tuner`` iterations whose move makes tiny jumps while the rest of the iteration
+    moves across the posterior (covariance [[4, 1], [1, 1]]); the steps after each window."""
     rng = np.random.default_rng(0)
-    tuner = rw.Tuner(2, n_steps=10, max_steps=20, relative_cost=1.0)
-    covariance = np.array([[4.0, 1.0], [1.0, 1.0]])
-    chol = np.linalg.cholesky(covariance)
-    previous = np.zeros(2)
-    for _ in range(175):  # windows end at 25, 75, 175
+    chol = np.linalg.cholesky(np.array([[4.0, 1.0], [1.0, 1.0]]))
+    previous, steps = np.zeros(2), []
+    for t in range(1, iterations + 1):  # windows end at 25, 75, 175
         position = chol @ rng.standard_normal(2)
-        info = rw.RWInfo(1, 10, 1e-4, 2.34, np.eye(2) * 1e-6)  # tiny accepted jumps
+        info = rw.RWInfo(1, 10, 1e-4, 10 * accept_probability, np.eye(2) * 1e-6)
         tuner.update(position, info, position - previous)
         previous = position
+        if t in (25, 75, 175):
+            steps.append(tuner.n_steps)
+    return steps
+
+
+def test_tuner_learns_the_covariance_and_turns_a_useless_move_off():
+    tuner = rw.Tuner(2, n_steps=10, max_steps=20, relative_cost=1.0)
+    # acceptance 0.234: the scale has settled, so the first window's verdict stands, tuning too
+    assert _tune_useless_move(tuner, 0.234) == [0, 0, 0]
     estimate = tuner.params.chol @ tuner.params.chol.T
-    np.testing.assert_allclose(estimate, covariance, rtol=0.35, atol=0.35)
-    assert tuner.final_steps() == 0 and tuner.n_steps == 1  # keeps measuring while tuning
+    np.testing.assert_allclose(estimate, [[4.0, 1.0], [1.0, 1.0]], rtol=0.35, atol=0.35)
+    assert tuner.final_steps() == 0
+
+
+def test_tuner_keeps_measuring_while_the_scale_is_unsettled_or_the_move_forced():
+    # acceptance 0.95 (> SETTLED_ACCEPT): the small starting scale, not the move, may be the reason
+    tuner = rw.Tuner(2, n_steps=10, max_steps=20, relative_cost=1.0)
+    assert _tune_useless_move(tuner, 0.95) == [1, 1, 1]
+    assert tuner.final_steps() == 0
+    forced = rw.Tuner(2, n_steps=10, max_steps=20, relative_cost=1.0, may_switch_off=False)
+    assert _tune_useless_move(forced, 0.234) == [1, 1, 1]
+    assert forced.final_steps() == 1
 
 
 def test_accept_is_strict_and_the_default_is_one_step():
@@ -274,3 +294,48 @@ def test_the_tuner_with_few_steps_or_centred_jumps(steps_at, jump, cost, centred
 
 def test_steps_for_a_nan_jump_is_the_most_steps():
     assert rw.steps_for(2, math.nan, 20) == 20
+
+
+# --------------------------------------------------------------------------------------------------
+# the compiled kernel: all steps of a call in one numba loop, the same chain as `step`
+# --------------------------------------------------------------------------------------------------
+@nb.njit
+def _shifted_quadratic(x, shift, weights):
+    """A numba log density in the form PyTensor's ``fn.vm.jit_fn`` has: a tuple of 0-d arrays."""
+    return (np.asarray(-0.5 * np.sum(weights * (x - shift) ** 2)),)
+
+
+def test_compiled_steps_make_the_same_decisions_as_the_python_steps():
+    args = (np.array([1.0, -2.0, 0.5]), np.array([1.0, 4.0, 0.25]))
+    params = rw.RWParams(np.linalg.cholesky(np.diag([1.0, 0.25, 4.0])), 0.9)
+
+    def python_density(x):
+        return float(_shifted_quadratic(x, *args)[0]), None
+
+    compiled_state = rw.init_compiled(np.zeros(3), _shifted_quadratic, args)
+    python_state = rw.init(np.zeros(3), python_density)
+    for seed in range(3):  # successive calls, each from the state the last one left
+        compiled_state, compiled = rw.step_compiled(
+            np.random.default_rng(seed), compiled_state, _shifted_quadratic, args, params, 200
+        )
+        python_state, python = rw.step(
+            np.random.default_rng(seed), python_state, python_density, params, 200
+        )
+        assert 0 < compiled.accepted < 200 and compiled.accepted == python.accepted
+        np.testing.assert_allclose(compiled_state.position, python_state.position, rtol=1e-12)
+        assert compiled_state.log_density == pytest.approx(python_state.log_density, rel=1e-12)
+        for name in ("squared_jump", "accept_probability", "jump_outer"):
+            np.testing.assert_allclose(getattr(compiled, name), getattr(python, name), rtol=1e-12)
+
+
+def test_compiled_steps_reject_nan_and_accept_from_minus_infinity_uniforms():
+    @nb.njit
+    def nan_beyond_one(x):
+        return (np.asarray(np.nan if x[0] > 1.0 else -0.5 * x[0] ** 2),)
+
+    state = rw.init_compiled(np.zeros(1), nan_beyond_one, ())
+    # proposals 0 -> 2 (NaN: rejected even with log u = -inf) -> 0.5 (log ratio -0.125 > log 0.5)
+    rng = ScriptedRng([[2.0], [0.5]], [0.0, 0.5])
+    state, info = rw.step_compiled(rng, state, nan_beyond_one, (), rw.RWParams(np.eye(1), 1.0), 2)
+    assert info.accepted == 1 and state.position[0] == 0.5
+    assert info.accept_probability == pytest.approx(math.exp(-0.125))

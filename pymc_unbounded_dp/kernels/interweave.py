@@ -14,10 +14,14 @@ density" at a proposal is a random draw (fresh records from the model at ``theta
 the value at the current point and only proposals are evaluated, which is what makes that move
 exact too.
 
-Everything here is plain NumPy: a log-density callable in, a state and an info out (BlackJAX
-style), so the kernel runs and is tested without PyMC.
+Everything here is plain NumPy or numba: a log-density callable in, a state and an info out
+(BlackJAX style), so the kernel runs and is tested without PyMC.
 
-* :func:`init` / :func:`step` — the kernel;
+* :func:`init` / :func:`step` — the kernel, calling a Python log-density once per step;
+* :func:`init_compiled` / :func:`step_compiled` — the same kernel with the log density a numba
+  function, all steps of one call in one compiled loop (no Python between steps). It draws the same
+  random numbers in the same order as :func:`step`, so both give the same chain up to
+  floating-point order;
 * :class:`Tuner` — adaptation during tuning: proposal covariance from windows of the chain's
   draws (doubling windows, regularised as Stan does), proposal scale by Robbins-Monro towards an
   acceptance of 0.234, and the number of steps per iteration from the measured squared jump
@@ -30,9 +34,11 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import numba as nb
 import numpy as np
 
 __all__ = [
+    "SETTLED_ACCEPT",
     "TARGET_ACCEPT",
     "RWInfo",
     "RWParams",
@@ -40,12 +46,17 @@ __all__ = [
     "Tuner",
     "accept",
     "init",
+    "init_compiled",
     "step",
+    "step_compiled",
     "steps_for",
 ]
 
 #: Acceptance rate the scale is tuned to (Roberts, Gelman & Gilks 1997).
 TARGET_ACCEPT = 0.234
+#: A tuning window whose mean acceptance probability is at most this has a scale near its tuned
+#: value (it starts small, accepting nearly everything): its jumps measure what the move buys.
+SETTLED_ACCEPT = 0.6
 
 #: ``log_density_fn(position) -> (log density, extra)``; ``extra`` is carried in the state when the
 #: proposal is accepted (e.g. the freshly drawn records of the full-refresh move).
@@ -131,9 +142,7 @@ def step(
     100
     """
     d = state.position.shape[0]
-    jumps = rng.standard_normal((n_steps, d)) * params.scale
-    with np.errstate(divide="ignore"):  # u = 0 (probability 2^-53) is log u = -inf: accept
-        log_u = np.log(rng.random(n_steps))
+    jumps, log_u = _proposal_draws(rng, d, params, n_steps)
     accepted, squared_jump, probability = 0, 0.0, 0.0
     jump_outer = np.zeros((d, d))
     for k in range(n_steps):
@@ -148,6 +157,93 @@ def step(
             squared_jump += float(jumps[k] @ jumps[k])
             jump_outer += np.outer(jump, jump)
     return state, RWInfo(accepted, n_steps, squared_jump, probability, jump_outer)
+
+
+def _proposal_draws(rng: np.random.Generator, d: int, params: RWParams, n_steps: int):
+    """The whitened jumps ``scale * z`` (``n_steps x d``) and the ``log u`` of ``n_steps`` steps."""
+    jumps = rng.standard_normal((n_steps, d)) * params.scale
+    with np.errstate(divide="ignore"):  # u = 0 (probability 2^-53) is log u = -inf: accept
+        log_u = np.log(rng.random(n_steps))
+    return jumps, log_u
+
+
+#: ``log_density_fn(position, *args) -> (log density as a 0-d array, ...)``: a numba function, such
+#: as the whole-graph function PyTensor compiles with ``mode="NUMBA"`` (``fn.vm.jit_fn``).
+CompiledLogDensityFn = Callable[..., tuple]
+
+
+def init_compiled(position: np.ndarray, log_density_fn: CompiledLogDensityFn, args: tuple) -> RWState:
+    """The state at ``position`` for :func:`step_compiled` (one evaluation of the numba function)."""
+    position = np.array(position, dtype=np.float64)
+    return RWState(position, float(log_density_fn(position, *args)[0]))
+
+
+def step_compiled(
+    rng: np.random.Generator,
+    state: RWState,
+    log_density_fn: CompiledLogDensityFn,
+    args: tuple,
+    params: RWParams,
+    n_steps: int = 1,
+) -> tuple[RWState, RWInfo]:
+    """:func:`step` with a numba log density ``log_density_fn(position, *args)``: the ``n_steps``
+    steps run in one compiled loop.
+
+    The random numbers are drawn here, in :func:`step`'s order, and passed in, so a seed gives the
+    same chain as :func:`step` with ``lambda x: (log_density_fn(x, *args)[0], None)``, up to
+    floating-point order. The state carries no ``extra``.
+
+    Examples
+    --------
+    >>> import numba as nb
+    >>> import numpy as np
+    >>> from pymc_unbounded_dp.kernels import interweave as rw
+    >>> @nb.njit
+    ... def log_density(x, shift):
+    ...     return (np.asarray(-0.5 * np.sum((x - shift) ** 2)),)
+    >>> args = (np.ones(2),)
+    >>> state = rw.init_compiled(np.zeros(2), log_density, args)
+    >>> params = rw.RWParams(chol=np.eye(2), scale=1.5)
+    >>> state, info = rw.step_compiled(
+    ...     np.random.default_rng(0), state, log_density, args, params, n_steps=100
+    ... )
+    >>> info.proposed
+    100
+    """
+    jumps, log_u = _proposal_draws(rng, state.position.shape[0], params, n_steps)
+    position, log_density, accepted, squared_jump, probability, jump_outer = _walk(
+        log_density_fn,
+        args,
+        state.position,
+        state.log_density,
+        np.ascontiguousarray(params.chol),
+        jumps,
+        log_u,
+    )
+    return RWState(position, float(log_density)), RWInfo(
+        int(accepted), n_steps, float(squared_jump), float(probability), jump_outer
+    )
+
+
+@nb.njit
+def _walk(log_density_fn, args, position, log_density, chol, jumps, log_u):
+    """The loop of :func:`step_compiled` (the same arithmetic as :func:`step`)."""
+    d = position.shape[0]
+    accepted, squared_jump, probability = 0, 0.0, 0.0
+    jump_outer = np.zeros((d, d))
+    for k in range(jumps.shape[0]):
+        jump = chol @ jumps[k]
+        proposal = position + jump
+        proposed = log_density_fn(proposal, *args)[0].item()
+        log_ratio = proposed - log_density
+        if not math.isnan(log_ratio):
+            probability += math.exp(min(log_ratio, 0.0))
+        if log_u[k] < log_ratio:
+            position, log_density = proposal, proposed
+            accepted += 1
+            squared_jump += jumps[k] @ jumps[k]
+            jump_outer += np.outer(jump, jump)
+    return position, log_density, accepted, squared_jump, probability, jump_outer
 
 
 def steps_for(
@@ -191,8 +287,12 @@ class Tuner:
       iteration's mean acceptance probability and a gain that decays within each window.
     * Steps: at the end of each window, :func:`steps_for` of the window's mean squared jump per
       step, and of the squared jump of the rest of the iteration (``theta`` at entry minus
-      ``theta`` at the previous exit), both whitened by the new covariance. During tuning at
-      least one step is kept (to go on measuring); :meth:`final_steps` may be 0.
+      ``theta`` at the previous exit), both whitened by the new covariance. Where that is 0 (the
+      move does not pay for its cost) in a window whose mean acceptance probability was at most
+      ``SETTLED_ACCEPT`` (the scale has grown out of its small start, so the measured jumps are
+      representative), and ``may_switch_off``, the move is off from then on, tuning included
+      (:attr:`n_steps` and :meth:`final_steps` are 0). Otherwise at least one step is kept during
+      tuning, to go on measuring, and :meth:`final_steps` may still be 0 after the last window.
 
     Call :meth:`update` once per tuning iteration; nothing changes after tuning, so the draws use a
     fixed kernel.
@@ -208,6 +308,9 @@ class Tuner:
         ``False`` keeps ``n_steps`` (a user's choice) for the whole run.
     relative_cost : float
         Cost of one step as a fraction of the rest of an iteration (see :func:`steps_for`).
+    may_switch_off : bool
+        ``False`` keeps at least one step per iteration whatever the measurements (the move
+        forced on).
     """
 
     first_window = 25
@@ -219,11 +322,13 @@ class Tuner:
         max_steps: int,
         adapt_steps: bool = True,
         relative_cost: float = 0.0,
+        may_switch_off: bool = True,
     ):
         self.dimension = dimension
         self.max_steps = max_steps
         self.adapt_steps = adapt_steps
         self.relative_cost = relative_cost
+        self.may_switch_off = may_switch_off
         self.n_steps = n_steps
         self.params = RWParams(chol=np.eye(dimension), scale=0.1 / math.sqrt(dimension))
         self._chosen = n_steps
@@ -233,6 +338,7 @@ class Tuner:
     def _start_window(self) -> None:
         self._seen = 0
         self._steps_seen = 0
+        self._probability = 0.0  # sum of the window's acceptance probabilities
         self._mean = np.zeros(self.dimension)
         self._m2 = np.zeros((self.dimension, self.dimension))
         self._jumps = np.zeros(
@@ -258,6 +364,7 @@ class Tuner:
         self._mean += delta / self._seen
         self._m2 += np.outer(delta, position - self._mean)
         self._steps_seen += info.proposed
+        self._probability += info.accept_probability
         if info.jump_outer is not None:
             self._jumps += info.jump_outer
         if centred_jump is not None:
@@ -289,9 +396,11 @@ class Tuner:
             precision = np.linalg.inv(chol @ chol.T)
             jump = float(np.sum(precision * self._jumps)) / max(self._steps_seen, 1)
             centred = float(np.sum(precision * self._centred)) / max(self._centred_seen, 1)
-            self._chosen = steps_for(
-                self.dimension, jump, self.max_steps, centred, self.relative_cost
-            )
-            self.n_steps = max(self._chosen, 1)
+            chosen = steps_for(self.dimension, jump, self.max_steps, centred, self.relative_cost)
+            settled = self._probability <= SETTLED_ACCEPT * max(self._steps_seen, 1)
+            if chosen == 0 and not self.may_switch_off:
+                chosen = 1
+            self._chosen = chosen
+            self.n_steps = 0 if chosen == 0 and settled else max(chosen, 1)
         self._window *= 2
         self._start_window()
