@@ -155,9 +155,7 @@ class Interweave(BlockedStep):
         if method not in _METHODS:
             raise ValueError(f"Interweave: `method` must be one of {_METHODS}, got {method!r}.")
         if backend not in _BACKENDS:
-            raise ValueError(
-                f"Interweave: `backend` must be one of {_BACKENDS}, got {backend!r}."
-            )
+            raise ValueError(f"Interweave: `backend` must be one of {_BACKENDS}, got {backend!r}.")
         for name, value in (("n_steps", n_steps), ("max_steps", max_steps)):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
@@ -191,10 +189,8 @@ class Interweave(BlockedStep):
             )
         self.backend = backend
         self.switch_off = bool(switch_off)
-        self._flat_target: FlatLogTarget | None = None
-        self._backend_decided = False
-        self._compiled = False
         self._ancillary: list[np.ndarray] | None = None
+        self._flat_target = self._numba_target(model)
         self._log_prior = None if self.noncentred is not None else self._compile_log_prior(model)
         self._tuner: rw.Tuner | None = None
         self._slices: dict | None = None
@@ -285,7 +281,7 @@ class Interweave(BlockedStep):
         steps = self._tuner.n_steps if self.tune else self._tuner.final_steps()
         if steps == 0:
             return point, [self._stats(0, 0)]
-        if self._use_numba(records, point):
+        if self._flat_target is not None:
             args = self._compiled_arguments(point)
             state = rw.init_compiled(flat, self._flat_target.fn, args)
             state, info = rw.step_compiled(
@@ -316,29 +312,29 @@ class Interweave(BlockedStep):
             "interweave_on": steps > 0,
             "interweave_accept_rate": acceptance_rate(accepted, steps),
             "interweave_steps": steps,
-            "interweave_compiled": steps > 0 and self._compiled,
+            "interweave_compiled": steps > 0 and self._flat_target is not None,
         }
 
-    def _use_numba(self, records: list, point: dict) -> bool:
-        """Whether this chain's steps run in numba (decided, and compiled, once per step object)."""
+    def _numba_target(self, model: pm.Model) -> FlatLogTarget | None:
+        """The numba-compiled target where ``backend`` asks for it and every op has a numba
+        implementation (``backend="numba"`` without one is refused here, at build time)."""
         if self.method != "noncentred" or self.backend == "python":
-            return False
-        if not self._backend_decided:
-            self._backend_decided = True
-            n_records = sum(r[0].shape[0] for r in records)
-            if self.backend == "numba" or n_records >= NUMBA_MIN_RECORDS:
-                self._flat_target = self.noncentred.flat_log_target(self._layout(point))
-                if self._flat_target is None and self.backend == "numba":
-                    raise ValueError(
-                        "Interweave: backend='numba', but an op of this model's non-centred "
-                        "target has no numba implementation (see the log); use backend='auto'."
-                    )
-            _log.info(
-                "Interweave: the non-centred move runs in %s",
-                "numba" if self._flat_target is not None else "Python (C-compiled target)",
+            return None
+        point = model.initial_point()
+        n_records = sum(table.n_at(point) for table in self.compiled.tables)
+        if self.backend == "auto" and n_records < NUMBA_MIN_RECORDS:
+            return None
+        target = self.noncentred.flat_log_target(_flat_layout(point, self._names))
+        if target is None and self.backend == "numba":
+            raise ValueError(
+                "Interweave: backend='numba', but an op of this model's non-centred target has "
+                "no numba implementation (the log names it); use backend='auto' or 'python'."
             )
-        self._compiled = self._flat_target is not None
-        return self._compiled
+        _log.info(
+            "Interweave: the non-centred move runs in %s",
+            "numba" if target is not None else "Python (C-compiled target)",
+        )
+        return target
 
     def _compiled_arguments(self, point: dict) -> tuple:
         """The numba target's arguments after the flat vector, with fresh ancillaries."""
@@ -356,11 +352,7 @@ class Interweave(BlockedStep):
     def _layout(self, point: dict) -> dict:
         """Where each moving parameter sits in the flat vector (computed once per chain)."""
         if self._slices is None:
-            self._slices, start = {}, 0
-            for name in self._names:
-                value = np.asarray(point[name])
-                self._slices[name] = (start, start + value.size, value.shape, value.dtype)
-                start += value.size
+            self._slices = _flat_layout(point, self._names)
         return self._slices
 
     def _target(self, point: dict, records: list, flat: np.ndarray):
@@ -410,3 +402,13 @@ class Interweave(BlockedStep):
             for table, table_records in zip(compiled.tables, records)
         )
         return log_density, rw.RWState(flat, current, None)
+
+
+def _flat_layout(point: dict, names: tuple[str, ...]) -> dict[str, tuple]:
+    """``name -> (start, stop, shape, dtype)`` of each of ``names`` in the flat parameter vector."""
+    layout, start = {}, 0
+    for name in names:
+        value = np.asarray(point[name])
+        layout[name] = (start, start + value.size, value.shape, value.dtype)
+        start += value.size
+    return layout

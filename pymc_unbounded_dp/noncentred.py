@@ -479,13 +479,15 @@ class NonCentredModel:
             piece = flat[start] if shape == () else flat[start:stop].reshape(shape)
             replacements[value] = pt.cast(piece, dtype)
         graph = clone_replace(self._log_target_graph, replacements)
-        function = numba_function([flat, *fixed, *self._u_inputs], graph)
+        inputs = [flat, *fixed, *self._u_inputs]
+        function = numba_function(inputs, graph)
         if function is None:
             return None
         return FlatLogTarget(
-            function,
+            function.vm.jit_fn,
             tuple(v.name for v in fixed),
             tuple(np.dtype(v.dtype) for v in fixed),
+            tuple(function.maker.fgraph.inputs[len(inputs) :]),
         )
 
 
@@ -499,17 +501,24 @@ class FlatLogTarget(NamedTuple):
     fn: Callable
     fixed_names: tuple[str, ...]
     fixed_dtypes: tuple[np.dtype, ...]
+    shared: tuple  # shared variables the graph reads (record containers, data), passed last
 
     def arguments(self, point: dict, u: list[np.ndarray]) -> tuple:
-        """The arguments after the flat vector: the fixed value variables at ``point``, then ``u``."""
+        """The arguments after the flat vector: the fixed value variables at ``point``, ``u``, and
+        the current values of the shared variables."""
         fixed = (np.asarray(point[k], dtype=t) for k, t in zip(self.fixed_names, self.fixed_dtypes))
-        return (*fixed, *(np.ascontiguousarray(x, dtype=np.float64) for x in u))
+        return (
+            *fixed,
+            *(np.ascontiguousarray(x, dtype=np.float64) for x in u),
+            *(variable.get_value(borrow=True) for variable in self.shared),
+        )
 
 
-def numba_function(inputs: list, output: pt.TensorVariable) -> Callable | None:
-    """``output`` as a numba function of ``inputs`` (PyTensor's ``mode="NUMBA"``, ``fn.vm.jit_fn``),
-    or ``None`` where an op has no numba implementation (PyTensor would run its Python ``perform``
-    in numba's object mode, slower than the C path)."""
+def numba_function(inputs: list, output: pt.TensorVariable):
+    """``output`` compiled with PyTensor's numba backend (``mode="NUMBA"``; the whole-graph numba
+    function is ``.vm.jit_fn``, whose arguments are ``inputs`` then the shared variables of
+    ``.maker.fgraph.inputs``), or ``None`` where an op has no numba implementation (PyTensor would
+    run its Python ``perform`` in numba's object mode, slower than the C path)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -521,7 +530,7 @@ def numba_function(inputs: list, output: pt.TensorVariable) -> Callable | None:
     if object_mode:
         _log.info("numba backend unavailable for this graph: %s", object_mode[0])
         return None
-    return function.vm.jit_fn
+    return function
 
 
 def record_forms(specs, moving: list) -> list[Form | None]:

@@ -172,7 +172,9 @@ def _proposal_draws(rng: np.random.Generator, d: int, params: RWParams, n_steps:
 CompiledLogDensityFn = Callable[..., tuple]
 
 
-def init_compiled(position: np.ndarray, log_density_fn: CompiledLogDensityFn, args: tuple) -> RWState:
+def init_compiled(
+    position: np.ndarray, log_density_fn: CompiledLogDensityFn, args: tuple
+) -> RWState:
     """The state at ``position`` for :func:`step_compiled` (one evaluation of the numba function)."""
     position = np.array(position, dtype=np.float64)
     return RWState(position, float(log_density_fn(position, *args)[0]))
