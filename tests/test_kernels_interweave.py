@@ -99,7 +99,10 @@ def test_full_refresh_keeps_the_current_value_and_carries_the_accepted_extra():
 def test_steps_for_crosses_the_posterior_when_the_move_pays():
     assert rw.steps_for(9, 1.5, 20) == 20  # ceil(45 / 1.5) = 30, capped
     assert rw.steps_for(1, 1.0, 20) == 5
-    assert rw.steps_for(2, 0.5, 50, centred_squared_jump=0.1, relative_cost=0.05) == 20
+    # 5 d / e = 20 steps cross the posterior; sqrt(4 d / (e r)) = sqrt(320) = 17.9 maximise the
+    # effective draws per cost
+    assert rw.steps_for(2, 0.5, 50, centred_squared_jump=0.1, relative_cost=0.05) == 18
+    assert rw.steps_for(2, 0.5, 50, centred_squared_jump=0.1, relative_cost=0.01) == 20
     # A step moves theta less than its cost buys from the centred step: no move.
     assert rw.steps_for(1, 0.01, 20, centred_squared_jump=1.0, relative_cost=0.05) == 0
 
@@ -161,7 +164,7 @@ def test_steps_for_defaults_and_the_cost_rule():
     assert rw.steps_for(1, 0.5, 20) == 10
     assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0) == 10  # relative_cost 0 by default
     # e = 0.5 > relative_cost * c = 0.1 (but < relative_cost + c): the move pays
-    assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0, relative_cost=0.1) == 10
+    assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0, relative_cost=0.1) == 9  # sqrt(80)
     assert rw.steps_for(3, 2.0, 20) == 8  # ceil(15 / 2)
     assert rw.steps_for(3, 0.0, 20) == 0 and rw.steps_for(3, 1e-9, 20) == 20
     # a cost but no centred jump given: c = 0 by default, so any positive jump pays
@@ -185,6 +188,7 @@ class ReferenceTuner:
 
     def reset(self):
         self.points, self.steps, self.jumps, self.centred = [], 0, np.zeros((self.d, self.d)), []
+        self.probability = 0.0
 
     def update(self, position, info, centred_jump):
         self.points.append(np.array(position))
@@ -192,6 +196,7 @@ class ReferenceTuner:
         self.jumps += info.jump_outer
         if centred_jump is not None:
             self.centred.append(np.outer(centred_jump, centred_jump))
+        self.probability += info.accept_probability
         if info.proposed:  # an iteration without steps leaves the scale alone
             gain = 1.0 / math.sqrt(1.0 + self.steps / info.proposed)
             self.scale *= math.exp(gain * (info.accept_probability / info.proposed - 0.234))
@@ -207,7 +212,9 @@ class ReferenceTuner:
                 e = np.sum(precision * self.jumps) / self.steps
                 centred = np.sum(precision * sum(self.centred)) / len(self.centred)
                 self.chosen = rw.steps_for(self.d, e, self.max_steps, centred, self.cost)
-                self.n_steps = max(self.chosen, 1)
+                # off for good where it does not pay once the scale has settled (acceptance <= 0.6)
+                settled = self.probability <= 0.6 * max(self.steps, 1)
+                self.n_steps = 0 if self.chosen == 0 and settled else max(self.chosen, 1)
             self.window *= 2
             self.reset()
 
@@ -289,7 +296,9 @@ def test_the_tuner_with_few_steps_or_centred_jumps(steps_at, jump, cost, centred
         info = rw.RWInfo(proposed, proposed, 0.0, 0.234 * proposed, np.array([[jump * proposed]]))
         tuner.update(np.array([position]), info, np.array([centred]) if it in centred_at else None)
     e = _window_precision(positions) * jump  # over one step
-    assert tuner.final_steps() == (math.ceil(5.0 / e) if expected == "ceil" else expected)
+    if expected == "ceil":  # the fewer of the crossing steps 5 d / e and sqrt(4 d / (e cost))
+        expected = min(math.ceil(5.0 / e), math.ceil(math.sqrt(4.0 / (e * cost))))
+    assert tuner.final_steps() == expected
 
 
 def test_steps_for_a_nan_jump_is_the_most_steps():

@@ -255,15 +255,18 @@ def steps_for(
     centred_squared_jump: float = 0.0,
     relative_cost: float = 0.0,
 ) -> int:
-    """Steps per iteration: enough for one iteration's random walk to cross the posterior, if the
-    steps pay for themselves.
+    """Steps per iteration: the most effective draws per unit of cost, at most enough for one
+    iteration's random walk to cross the posterior, if the steps pay for themselves.
 
     In coordinates whitened by the posterior covariance, a random walk with mean squared jump
     ``e`` per step has, after ``K`` steps, a lag-one autocorrelation of about
-    ``exp(-K e / (2 d))`` in each direction. ``K = 5 d / e`` puts it near ``exp(-2.5) = 0.08``:
-    the non-centred move then nearly decorrelates ``theta`` every iteration (the prototype on the
-    paper's regression measured an integrated autocorrelation time of about ``1 + 60 / K`` with
-    ``d = 9``). Clipped to ``1 .. max_steps``.
+    ``rho = exp(-K e / (2 d))`` in each direction. ``K = 5 d / e`` puts it near
+    ``exp(-2.5) = 0.08``: the non-centred move then nearly decorrelates ``theta`` every iteration.
+    Fewer steps leave an integrated autocorrelation time of about ``(1 + rho) / (1 - rho)
+    ~ 1 + a / K`` with ``a = 4 d / e`` (the paper's regression measured ``a`` of 60 to 100 with
+    ``d = 9``), at a cost ``1 + K relative_cost`` per iteration: effective draws per unit of cost
+    are largest at ``K = sqrt(a / relative_cost)``. The smaller of the two, clipped to
+    ``1 .. max_steps``.
 
     A step is worth its cost only if it moves ``theta`` more than the rest of the iteration does per
     unit of cost: with ``c`` the squared jump of the rest of the iteration (the centred steps, same
@@ -276,7 +279,11 @@ def steps_for(
         return 0
     if not squared_jump_per_step > 0:
         return max_steps
-    return int(min(max(math.ceil(5.0 * dimension / squared_jump_per_step), 1), max_steps))
+    steps = math.ceil(5.0 * dimension / squared_jump_per_step)
+    if relative_cost > 0:
+        best = math.sqrt(4.0 * dimension / (squared_jump_per_step * relative_cost))
+        steps = min(steps, math.ceil(best))
+    return int(min(max(steps, 1), max_steps))
 
 
 class Tuner:
