@@ -176,7 +176,10 @@ class Interweave(BlockedStep):
         self._names = names
         self.noncentred: NonCentredModel | None = None
         if method != "full-refresh":
-            self.noncentred = build_noncentred(model, compiled.blocks, names)
+            key = ("noncentred", names)
+            if key not in compiled.memo:
+                compiled.memo[key] = build_noncentred(model, compiled.blocks, names)
+            self.noncentred = compiled.memo[key]
         if method == "noncentred" and self.noncentred is None:
             missing = [
                 k for k, form in describe_forms(model, compiled.blocks).items() if form is None
@@ -331,7 +334,11 @@ class Interweave(BlockedStep):
         n_records = sum(table.n_at(point) for table in self.compiled.tables)
         if self.backend == "auto" and n_records < NUMBA_MIN_RECORDS:
             return None
-        target = self.noncentred.flat_log_target(_flat_layout(point, self._names))
+        layout = _flat_layout(point, self._names)
+        key = ("numba", tuple((name, *place[:3]) for name, place in layout.items()))
+        if key not in self.compiled.memo:
+            self.compiled.memo[key] = self.noncentred.flat_log_target(layout)
+        target = self.compiled.memo[key]
         if target is None and self.backend == "numba":
             raise ValueError(
                 "Interweave: backend='numba', but an op of this model's non-centred target has "
