@@ -651,3 +651,52 @@ def test_sbc_regression_bounded():
                 kept.append(sbc_rank(truth[name], posterior[name], rng))
     for name, values in ranks.items():
         assert_ranks_uniform(values, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# interweave="auto": no move without a form, and off from the first tuning window that shows it
+# does not pay
+# --------------------------------------------------------------------------------------------------
+def test_auto_without_a_form_gives_exactly_the_plain_chain():
+    model = model_of("categorical-full-refresh", False)
+    runs = [
+        pmdp.sample(
+            augment="records",
+            model=model,
+            random_seed=9,
+            interweave=flag,
+            **{**SAMPLE, "draws": 40, "tune": 20, "chains": 1},
+        )
+        for flag in ("auto", False)
+    ]
+    assert "interweave_steps" not in runs[0]["sample_stats"]
+    for name in ("theta", "n"):
+        np.testing.assert_array_equal(
+            runs[0]["posterior"][name].values, runs[1]["posterior"][name].values
+        )
+
+
+def test_a_move_that_does_not_pay_is_off_from_the_first_tuning_window():
+    """Bernoulli counts with a precise release (Laplace scale 1 against sqrt(300 p (1 - p)) = 8):
+    little missing information, so theta given the ancillaries is pinned to ~1/n and the centred
+    step alone mixes. The move is off after its first window of 25 tuning iterations, and forced
+    on (`interweave=True`) it keeps a step in every iteration."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1.0, 1.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=300)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=1.0), observed=91.0)
+    options = {**SAMPLE, "tune": 60, "draws": 20, "chains": 1, "discard_tuned_samples": False}
+    steps = {}
+    for flag in ({"backend": "python"}, True):
+        idata = pmdp.sample(
+            augment="records", model=model, random_seed=4, interweave=flag, **options
+        )
+        steps[flag is True] = np.concatenate(
+            [
+                idata[group]["interweave_steps"].values.ravel()
+                for group in ("warmup_sample_stats", "sample_stats")
+            ]
+        )
+    auto, forced = steps[False], steps[True]
+    assert np.all(auto[:25] > 0) and np.all(auto[25:] == 0), auto
+    assert np.all(forced >= 1)
