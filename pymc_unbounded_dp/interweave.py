@@ -199,7 +199,9 @@ class Interweave(BlockedStep):
         self.switch_off = bool(switch_off)
         self._ancillary: list[np.ndarray] | None = None
         self._flat_target = self._numba_target(model)
-        self._log_prior = None if self.noncentred is not None else self._compile_log_prior(model)
+        self._log_prior = (
+            None if self.noncentred is not None else self._compile_log_prior(model, compiled)
+        )
         self._tuner: rw.Tuner | None = None
         self._slices: dict | None = None
         self._last_exit: np.ndarray | None = None
@@ -228,10 +230,15 @@ class Interweave(BlockedStep):
         return values
 
     @staticmethod
-    def _compile_log_prior(model: pm.Model):
-        """``log pi(theta)`` (free variables, Jacobians, potentials) for the full-refresh move."""
+    def _compile_log_prior(model: pm.Model, compiled: CompiledModel):
+        """``log pi(theta)`` for the full-refresh move: free variables with their Jacobians,
+        potentials and public observed data (everything but the records and the releases of their
+        sums, whose terms the move computes from the drawn records)."""
+        private = {spec.rv for spec in compiled.blocks.records}
+        private.update(spec.release_rv for spec in compiled.blocks.sums)
+        public = [rv for rv in model.observed_RVs if rv not in private]
         free_values = {rv: model.rvs_to_values[rv] for rv in model.free_RVs}
-        log_prior = model.logp(vars=[*model.free_RVs, *model.potentials], jacobian=True)
+        log_prior = model.logp(vars=[*model.free_RVs, *model.potentials, *public], jacobian=True)
         (log_prior,) = replace_rvs_by_values(
             [log_prior], rvs_to_values=free_values, rvs_to_transforms=model.rvs_to_transforms
         )

@@ -609,8 +609,12 @@ def build_noncentred(
         on_unused_input="ignore",
         mode=KERNEL_MODE,
     )
-    releases = [s.release_rv for s in blocks.sums]
-    log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *releases], jacobian=True)
+    # Every term but the records' own density (a fixed density of u under the non-centred
+    # parametrisation): the priors with their Jacobians, potentials, the releases of the sums and
+    # any public observed data of the parameters.
+    record_rvs = {spec.rv for spec in blocks.records}
+    observed = [rv for rv in model.observed_RVs if rv not in record_rvs]
+    log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *observed], jacobian=True)
     (log_target,) = without_guards([clone_replace(log_target, graphs.records)])
     log_target_fn = compile_pymc(
         [*value_vars, *graphs.u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
