@@ -76,7 +76,7 @@ other (`cores=1`), so these are seconds of one core."""),
 
 
 idata_plain, seconds_plain = fit(interweave=False)
-idata_iw, seconds_iw = fit(interweave=True)  # the default
+idata_iw, seconds_iw = fit(interweave="auto")  # the default
 print(f"plain data augmentation: {seconds_plain:.0f} s;  with interweaving: {seconds_iw:.0f} s")"""),
     md("""### Traces
 
