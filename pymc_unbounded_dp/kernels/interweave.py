@@ -40,6 +40,7 @@ import numpy as np
 __all__ = [
     "SETTLED_ACCEPT",
     "TARGET_ACCEPT",
+    "UNPAID_WINDOWS",
     "RWInfo",
     "RWParams",
     "RWState",
@@ -57,6 +58,11 @@ TARGET_ACCEPT = 0.234
 #: A tuning window whose mean acceptance probability is at most this has a scale near its tuned
 #: value (it starts small, accepting nearly everything): its jumps measure what the move buys.
 SETTLED_ACCEPT = 0.6
+#: The move is switched off after this many consecutive settled tuning windows that show it does
+#: not pay (one window's verdict is noisy while the chain's covariance is still being learned: on
+#: the regression at n = 10,000 the second of three windows alone said "off", the others "60
+#: steps", and the move is worth 90x there).
+UNPAID_WINDOWS = 2
 
 #: ``log_density_fn(position) -> (log density, extra)``; ``extra`` is carried in the state when the
 #: proposal is accepted (e.g. the freshly drawn records of the full-refresh move).
@@ -296,12 +302,13 @@ class Tuner:
       iteration's mean acceptance probability and a gain that decays within each window.
     * Steps: at the end of each window, :func:`steps_for` of the window's mean squared jump per
       step, and of the squared jump of the rest of the iteration (``theta`` at entry minus
-      ``theta`` at the previous exit), both whitened by the new covariance. Where that is 0 (the
-      move does not pay for its cost) in a window whose mean acceptance probability was at most
-      ``SETTLED_ACCEPT`` (the scale has grown out of its small start, so the measured jumps are
-      representative), and ``may_switch_off``, the move is off from then on, tuning included
-      (:attr:`n_steps` and :meth:`final_steps` are 0). Otherwise at least one step is kept during
-      tuning, to go on measuring, and :meth:`final_steps` may still be 0 after the last window.
+      ``theta`` at the previous exit), both whitened by the new covariance. A window that pays
+      sets the steps; one that does not (0: the move does not pay for its cost) keeps the last
+      paying window's steps, unless it is the ``UNPAID_WINDOWS``-th in a row of such windows
+      whose mean acceptance probability was at most ``SETTLED_ACCEPT`` (the scale has grown out
+      of its small start, so the measured jumps are representative): then, if
+      ``may_switch_off``, the move is off from then on, tuning included (:attr:`n_steps` and
+      :meth:`final_steps` are 0). :attr:`last_window_pays` is the last window's verdict.
 
     Call :meth:`update` once per tuning iteration; nothing changes after tuning, so the draws use a
     fixed kernel.
@@ -340,7 +347,10 @@ class Tuner:
         self.may_switch_off = may_switch_off
         self.n_steps = n_steps
         self.params = RWParams(chol=np.eye(dimension), scale=0.1 / math.sqrt(dimension))
-        self._chosen = n_steps
+        self._chosen = n_steps  # the steps of the last window that paid (the start before one)
+        self._unpaid = 0  # consecutive settled windows that did not pay
+        self._off = False
+        self.last_window_pays: bool | None = None
         self._window = self.first_window
         self._start_window()
 
@@ -358,7 +368,9 @@ class Tuner:
 
     def final_steps(self) -> int:
         """Steps per iteration after tuning (0: the move does not pay for itself here)."""
-        return self._chosen if self.adapt_steps else self.n_steps
+        if not self.adapt_steps:
+            return self.n_steps
+        return 0 if self._off else self._chosen
 
     def update(
         self,
@@ -407,9 +419,12 @@ class Tuner:
             centred = float(np.sum(precision * self._centred)) / max(self._centred_seen, 1)
             chosen = steps_for(self.dimension, jump, self.max_steps, centred, self.relative_cost)
             settled = self._probability <= SETTLED_ACCEPT * max(self._steps_seen, 1)
-            if chosen == 0 and not self.may_switch_off:
-                chosen = 1
-            self._chosen = chosen
-            self.n_steps = 0 if chosen == 0 and settled else max(chosen, 1)
+            self.last_window_pays = chosen > 0
+            if chosen > 0:
+                self._chosen, self._unpaid = chosen, 0
+            elif settled:
+                self._unpaid += 1
+            self._off = self.may_switch_off and self._unpaid >= UNPAID_WINDOWS
+            self.n_steps = 0 if self._off else max(self._chosen, 1)
         self._window *= 2
         self._start_window()
