@@ -620,8 +620,10 @@ def test_sbc_poisson_unbounded():
 
 
 @pytest.mark.slow
-def test_sbc_regression_bounded():
-    """mu, beta ~ N(0, 1), n = 20, sums of x and y with Laplace(8): ranks of mu and beta."""
+@pytest.mark.parametrize("backend", ["auto", "numba"])
+def test_sbc_regression_bounded(backend):
+    """mu, beta ~ N(0, 1), n = 20, sums of x and y with Laplace(8): ranks of mu and beta; with
+    the move's steps from Python (``"auto"`` at 20 records) and in numba."""
     rng = np.random.default_rng(400)
     n = REGRESSION["n"]
     with pm.Model():
@@ -633,7 +635,7 @@ def test_sbc_regression_bounded():
         y = pmdp.Records("y", pm.Normal.dist(beta * x, 1.0), n=n)
         pmdp.PrivatizedSum("sx", x, pmdp.Laplace(scale=8.0), observed=sx_observed)
         pmdp.PrivatizedSum("sy", y, pmdp.Laplace(scale=8.0), observed=sy_observed)
-        step = pmdp.DataAugmentation(augment="records")
+        step = pmdp.DataAugmentation(augment="records", interweave={"backend": backend})
         assert step.interweave_step is not None
         ranks = {"mu": [], "beta": []}
         for rep in range(SBC_REPLICATIONS):
