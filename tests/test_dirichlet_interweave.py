@@ -244,3 +244,26 @@ def test_refuses_records_that_are_not_dirichlet():
         DirichletInterweave(model=model)
     with pytest.raises(ValueError, match="n_steps"):
         DirichletInterweave(model=small_model(True), n_steps=0)
+
+
+def test_runs_after_another_step_on_the_same_parameters():
+    """``pmdp.sample(step=[a step on alpha, DirichletInterweave])``: two given steps on the same
+    parameter (the way it follows ``atus_gibbs_step``); both run every iteration and the records
+    the move writes are the ones the records step continues from."""
+    model = small_model(bounded=False)
+    with model:
+        steps = [pm.Metropolis([model["alpha"]]), DirichletInterweave(n_steps=2)]
+        idata = pmdp.sample(
+            draws=20,
+            tune=10,
+            chains=1,
+            random_seed=3,
+            step=steps,
+            interweave=False,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    stats = idata["sample_stats"]
+    assert np.all(stats["dirichlet_interweave_steps"].values == 2)
+    assert "accepted" in stats or "accept" in stats
+    assert np.all(np.isfinite(draws_of(idata, "alpha")))
