@@ -10,6 +10,8 @@ total concentration, the slow direction of the plain chain) beside those of ``al
 
 Run: ``python benchmarks/bench_atus_dirichlet.py [--quick] [--out PATH]`` (~5 min CPU; ``--quick``
 ~1.5 min). Writes ``PATH.json`` and ``PATH.md`` (default ``benchmarks/results-atus-dirichlet``).
+``--diagnose`` prints the plain chain's diagnosis instead (docs/benchmarks.md, "ATUS: a move that
+pays").
 """
 
 from __future__ import annotations
@@ -78,6 +80,71 @@ def run(build, step_factory, draws: int, tune: int, seed: int) -> dict:
     return out
 
 
+def diagnose(release, data, draws: int = 1500, tune: int = 500, seed: int = 11) -> str:
+    """Where the plain chain is slow: lag-one autocorrelation and IAT of ``alpha``, ``sum(alpha)``,
+    the mean shares, ``n`` and the released residual ``s_dp - T(x)`` (the records' sums read
+    after every iteration), and the sd of ``sum(alpha)`` given the true (floored) records."""
+    from pymc_unbounded_dp import conjugate
+    from pymc_unbounded_dp._compile import compile_model
+
+    model = atus.atus_model(release, bounded=False)
+    table = compile_model(model).tables[0]
+    sums: dict[int, list] = {}
+
+    def callback(trace, draw):
+        sums.setdefault(int(draw.chain), []).append(
+            atus.atus_statistics(table.current_records()[0])
+        )
+
+    with model:
+        result = pmdp.sample(
+            draws=draws,
+            tune=tune,
+            chains=CHAINS,
+            cores=1,
+            random_seed=seed,
+            step=atus.atus_gibbs_step(model),
+            interweave=False,
+            progressbar=False,
+            compute_convergence_checks=False,
+            callback=callback,
+        )
+    posterior = be._group(result, "posterior")
+    alpha = np.asarray(posterior["alpha"].values, dtype=float)
+    total = alpha.sum(axis=-1)
+    series = {f"alpha[{j}]": alpha[..., j] for j in range(3)}
+    series["sum(alpha)"] = total
+    series.update({f"mean share[{j}]": alpha[..., j] / total for j in range(3)})
+    series["n"] = np.asarray(posterior["n"].values, dtype=float)
+    T = np.stack([np.asarray(sums[c])[tune:] for c in range(CHAINS)])
+    series.update({f"s_dp - T [{j}]": release.values[j] - T[..., j] for j in range(3)})
+
+    def lag_one(x):
+        x = x - x.mean(axis=-1, keepdims=True)
+        return float(np.mean([np.sum(c[1:] * c[:-1]) / np.sum(c * c) for c in x]))
+
+    lines = ["| quantity | lag-1 autocorrelation | IAT | posterior mean | posterior sd |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for name, x in series.items():
+        lines.append(
+            f"| {name} | {lag_one(x):.3f} | {x.size / ess(x):.1f} | {x.mean():.4g} | "
+            f"{x.std():.3g} |"
+        )
+    shares = np.maximum(data.x, atus.MIN_SHARE)
+    shares /= shares.sum(axis=1, keepdims=True)
+    log_sum, rng, kept = np.log(shares).sum(axis=0), np.random.default_rng(0), []
+    a = atus.MLE_ALPHA.copy()
+    for _ in range(6000):
+        a = conjugate.dirichlet_concentration(rng, a, log_sum, data.n, 1.0, 0.1)
+        kept.append(a.sum())
+    given = np.asarray(kept[500:])
+    lines.append(
+        f"\nGiven the true (floored) records: sum(alpha) mean {given.mean():.4g}, sd "
+        f"{given.std():.3g} (the same Gibbs update, 5,500 draws)."
+    )
+    return "\n".join(lines)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
 
@@ -116,9 +183,15 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--steps", default="10,15,20", help="comma-separated n_steps values")
     parser.add_argument("--out", default=str(HERE / "results-atus-dirichlet"))
+    parser.add_argument(
+        "--diagnose", action="store_true", help="only the plain chain's diagnosis (~1 min)"
+    )
     args = parser.parse_args(argv)
     data = atus.load_atus()
     release = atus.privatize_atus(data, epsilon_s=1.0, epsilon_n=1.0, seed=3)
+    if args.diagnose:
+        print(diagnose(release, data))
+        return 0
 
     def build():
         return atus.atus_model(release, bounded=False)
