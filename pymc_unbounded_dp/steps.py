@@ -382,9 +382,11 @@ def _parameter_steps(
     with _without_release_terms(model, compiled, table_laws):
         steps = []
         if provided or selected:
-            steps = flatten_steps(
-                instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
-            )
+            built = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
+            # one step, or a list of them (several given steps, e.g. two steps on the same
+            # parameters), which flatten_steps does not take
+            built = built if isinstance(built, list) else [built]
+            steps = [s for step in built for s in flatten_steps(step)]
         if independent:
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))
