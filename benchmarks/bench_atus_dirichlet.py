@@ -72,7 +72,7 @@ def run(build, step_factory, draws: int, tune: int, seed: int) -> dict:
         "sd": float(n.std()),
     }
     out["sd"] = {k: float(v.std()) for k, v in components.items()}
-    name = "dirichlet_interweave_accept_rate"
+    name = "interweave_accept_rate"
     out["accept_rate"] = (
         float(np.mean(stats[name].values)) if stats is not None and name in stats else None
     )

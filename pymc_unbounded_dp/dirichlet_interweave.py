@@ -110,8 +110,9 @@ class DirichletInterweave(BlockedStep):
 
     Notes
     -----
-    Statistics in ``sample_stats``: ``dirichlet_interweave_accept_rate`` (accepted / proposed
-    steps of the iteration, 0.0 when none) and ``dirichlet_interweave_steps``.
+    Statistics in ``sample_stats``, named as :class:`~pymc_unbounded_dp.Interweave`'s:
+    ``interweave_on``, ``interweave_accept_rate`` (accepted / proposed steps of the iteration, 0.0
+    when none) and ``interweave_steps``.
 
     Examples
     --------
@@ -131,8 +132,9 @@ class DirichletInterweave(BlockedStep):
     name = "dp_dirichlet_interweave"
     stats_dtypes_shapes: ClassVar[dict] = {
         "tune": (bool, []),
-        "dirichlet_interweave_accept_rate": (np.float64, []),
-        "dirichlet_interweave_steps": (np.int64, []),
+        "interweave_on": (bool, []),
+        "interweave_accept_rate": (np.float64, []),
+        "interweave_steps": (np.int64, []),
     }
 
     def __init__(
@@ -179,7 +181,12 @@ class DirichletInterweave(BlockedStep):
         self._alpha_fn = compile_pymc(
             value_vars, at_values, on_unused_input="ignore", mode=KERNEL_MODE
         )
-        log_prior = model.logp(vars=[*model.free_RVs, *model.potentials], jacobian=True)
+        # everything but the records and the releases of their sums (computed from the records
+        # at each proposal): priors with Jacobians, potentials, public observed data
+        private = {spec.rv for spec in compiled.blocks.records}
+        private.update(spec.release_rv for spec in compiled.blocks.sums)
+        public = [rv for rv in model.observed_RVs if rv not in private]
+        log_prior = model.logp(vars=[*model.free_RVs, *model.potentials, *public], jacobian=True)
         (log_prior,) = replace_rvs_by_values(
             [log_prior], rvs_to_values=free, rvs_to_transforms=model.rvs_to_transforms
         )
@@ -275,6 +282,11 @@ class DirichletInterweave(BlockedStep):
             spec.data.set_value(np.asarray(x, dtype=spec.data.dtype), borrow=True)
         return point, [self._stats(info.accepted, steps)]
 
+    def check_shared_concentration(self, point: dict) -> None:
+        """Raise ``ValueError`` unless each record variable's concentration at ``point`` is one
+        vector for all its records."""
+        self._alphas(self._values(point))
+
     def _values(self, point: dict) -> list[np.ndarray]:
         return [
             np.asarray(point[k], dtype=t) for k, t in zip(self._input_names, self._input_dtypes)
@@ -330,8 +342,9 @@ class DirichletInterweave(BlockedStep):
     def _stats(self, accepted: int, steps: int) -> dict:
         return {
             "tune": self.tune,
-            "dirichlet_interweave_accept_rate": accepted / steps if steps else 0.0,
-            "dirichlet_interweave_steps": steps,
+            "interweave_on": steps > 0,
+            "interweave_accept_rate": accepted / steps if steps else 0.0,
+            "interweave_steps": steps,
         }
 
     def _with_position(self, point: dict, flat: np.ndarray) -> dict:

@@ -264,6 +264,6 @@ def test_runs_after_another_step_on_the_same_parameters():
             compute_convergence_checks=False,
         )
     stats = idata["sample_stats"]
-    assert np.all(stats["dirichlet_interweave_steps"].values == 2)
+    assert np.all(stats["interweave_steps"].values == 2)
     assert "accepted" in stats or "accept" in stats
     assert np.all(np.isfinite(draws_of(idata, "alpha")))
