@@ -46,8 +46,8 @@ from scipy import integrate, stats
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp.dirichlet_interweave import DirichletInterweave
-from pymc_unbounded_dp.steps import _interweave_steps
 from pymc_unbounded_dp.noncentred import describe_forms
+from pymc_unbounded_dp.steps import _interweave_steps
 
 SAMPLE = {
     "draws": 600,
