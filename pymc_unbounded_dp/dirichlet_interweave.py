@@ -39,11 +39,11 @@ import pymc as pm
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
-from pymc.step_methods.compound import BlockedStep, Competence
 from pytensor.tensor.random.basic import DirichletRV
 
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp.interweave import ParameterMove
 from pymc_unbounded_dp.kernels import dirichlet as kd
 from pymc_unbounded_dp.kernels import interweave as rw
 from pymc_unbounded_dp.kernels._noise import NoiseArrays, residual_log_density
@@ -85,7 +85,7 @@ def _release_log_density(residual: np.ndarray, noise: NoiseArrays) -> float:
     return float(out.sum())
 
 
-class DirichletInterweave(BlockedStep):
+class DirichletInterweave(ParameterMove):
     """Move the parameters of Dirichlet records with the records held in nearly ancillary
     coordinates (see the module docstring).
 
@@ -233,25 +233,6 @@ class DirichletInterweave(BlockedStep):
             values.append(by_name[name])
         return values
 
-    # -- chain bookkeeping (PyMC 5: set_rng; PyMC 6: setup_chain; both: reset_tuning) -------------
-    def set_rng(self, rng) -> None:
-        self.rng = np.random.default_rng(rng)
-        self._tuner = None
-        self._slices = None
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        self.tune = True
-
-    def stop_tuning(self) -> None:
-        self.tune = False
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
-
     # -- the move ------------------------------------------------------------------------------
     def step(self, point):
         compiled = self.compiled
@@ -346,18 +327,3 @@ class DirichletInterweave(BlockedStep):
             "interweave_accept_rate": accepted / steps if steps else 0.0,
             "interweave_steps": steps,
         }
-
-    def _with_position(self, point: dict, flat: np.ndarray) -> dict:
-        point = dict(point)
-        for name, (start, stop, shape, dtype) in self._layout(point).items():
-            point[name] = flat[start:stop].reshape(shape).astype(dtype, copy=False)
-        return point
-
-    def _layout(self, point: dict) -> dict:
-        if self._slices is None:
-            self._slices, start = {}, 0
-            for name in self._names:
-                value = np.asarray(point[name])
-                self._slices[name] = (start, start + value.size, value.shape, value.dtype)
-                start += value.size
-        return self._slices

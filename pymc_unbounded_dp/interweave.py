@@ -49,7 +49,7 @@ from pymc_unbounded_dp.noncentred import (
 )
 from pymc_unbounded_dp.sums import acceptance_rate
 
-__all__ = ["Interweave", "moving_parameters"]
+__all__ = ["Interweave", "ParameterMove", "moving_parameters"]
 
 _log = logging.getLogger(__name__)
 _METHODS = ("auto", "noncentred", "full-refresh")
@@ -71,7 +71,53 @@ def moving_parameters(model: pm.Model, compiled: CompiledModel) -> list:
     return [v for v in model.value_vars if v.name not in n_names and v.dtype.startswith("float")]
 
 
-class Interweave(BlockedStep):
+class ParameterMove(BlockedStep):
+    """What the moves of the parameters with the records held fixed share: the chain bookkeeping
+    PyMC calls (``set_rng`` on PyMC 5, ``setup_chain`` on PyMC 6, ``reset_tuning``,
+    ``stop_tuning``), no automatic assignment (``competence``), and the flat vector of the moving
+    parameters ``_names`` (``_layout``, ``_with_position``). A subclass sets ``rng``, ``tune``,
+    ``_names`` and the per-chain state ``_tuner`` and ``_slices``, and may extend
+    :meth:`set_rng` to reset more."""
+
+    rng: np.random.Generator
+    tune: bool
+    _names: tuple[str, ...]
+
+    # -- chain bookkeeping (PyMC 5: set_rng; PyMC 6: setup_chain; both: reset_tuning) -------------
+    def set_rng(self, rng) -> None:
+        self.rng = np.random.default_rng(rng)
+        self._tuner = None
+        self._slices = None
+
+    def setup_chain(self, rng, tune: int, draws: int) -> None:
+        self.set_rng(rng)
+
+    def reset_tuning(self) -> None:
+        self.tune = True
+
+    def stop_tuning(self) -> None:
+        self.tune = False
+
+    @staticmethod
+    def competence(var, has_grad):
+        return Competence.INCOMPATIBLE
+
+    # -- the flat vector of the moving parameters ------------------------------------------------
+    def _with_position(self, point: dict, flat: np.ndarray) -> dict:
+        """``point`` with the moving parameters taken from the flat vector ``flat``."""
+        point = dict(point)
+        for name, (start, stop, shape, dtype) in self._layout(point).items():
+            point[name] = flat[start:stop].reshape(shape).astype(dtype, copy=False)
+        return point
+
+    def _layout(self, point: dict) -> dict:
+        """Where each moving parameter sits in the flat vector (computed once per chain)."""
+        if self._slices is None:
+            self._slices = _flat_layout(point, self._names)
+        return self._slices
+
+
+class Interweave(ParameterMove):
     """Move the parameters with the records held fixed in their non-centred form.
 
     Parameters
@@ -244,25 +290,9 @@ class Interweave(BlockedStep):
         )
         return compile_pymc(model.value_vars, log_prior, on_unused_input="ignore", mode=KERNEL_MODE)
 
-    # -- chain bookkeeping (PyMC 5: set_rng; PyMC 6: setup_chain; both: reset_tuning) -------------
     def set_rng(self, rng) -> None:
-        self.rng = np.random.default_rng(rng)
-        self._tuner = None
-        self._slices = None
+        super().set_rng(rng)
         self._ancillary = None
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        self.tune = True
-
-    def stop_tuning(self) -> None:
-        self.tune = False
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
     # -- the move ------------------------------------------------------------------------------
     def step(self, point):
@@ -362,19 +392,6 @@ class Interweave(BlockedStep):
         nc = self.noncentred
         self._ancillary = nc.ancillary(nc.values(point), self.rng)
         return self._flat_target.arguments(point, self._ancillary)
-
-    def _with_position(self, point: dict, flat: np.ndarray) -> dict:
-        """``point`` with the moving parameters taken from the flat vector ``flat``."""
-        point = dict(point)
-        for name, (start, stop, shape, dtype) in self._layout(point).items():
-            point[name] = flat[start:stop].reshape(shape).astype(dtype, copy=False)
-        return point
-
-    def _layout(self, point: dict) -> dict:
-        """Where each moving parameter sits in the flat vector (computed once per chain)."""
-        if self._slices is None:
-            self._slices = _flat_layout(point, self._names)
-        return self._slices
 
     def _target(self, point: dict, records: list, flat: np.ndarray):
         """The log-density function of the move and the state at the current point."""
