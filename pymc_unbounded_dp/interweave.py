@@ -62,6 +62,9 @@ NUMBA_MIN_RECORDS = 1000
 #: A step in numba costs this fraction of the same step from Python (measured on the paper's
 #: regression at n = 1000: 22 us against 55 us; the Python calls between steps are gone).
 COMPILED_COST_FACTOR = 0.4
+#: Default upper bounds of the steps per iteration, in numba and from Python.
+MAX_STEPS_COMPILED = 100
+MAX_STEPS_PYTHON = 20
 #: At most this many full-refresh steps per iteration when the number is chosen automatically.
 FULL_REFRESH_MAX_STEPS = 5
 
@@ -132,13 +135,15 @@ class Interweave(ParameterMove):
         (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`), at most ``max_steps``; for the
         full-refresh move, 1 at first and at most 5. Either may become 0 after tuning where the move
         does not pay for its cost.
-    max_steps : int, default 100
+    max_steps : int, optional
         Upper bound of the automatic choice, which maximises effective draws per unit of cost
         (:func:`~pymc_unbounded_dp.kernels.interweave.steps_for`) from the measured jumps and a
         fixed cost estimate per step (the form's ``relative_cost``, times
-        ``COMPILED_COST_FACTOR`` in numba). On the paper's regression (``d = 9``) the integrated
-        autocorrelation time falls as about ``1 + 100 / K`` and a numba step costs about 1% of an
-        iteration: the choice is 60-100 steps there.
+        ``COMPILED_COST_FACTOR`` in numba). Default: 100 for steps in numba, 20 from Python. On
+        the paper's regression (``d = 9``) the integrated autocorrelation time falls as about
+        ``1 + 100 / K`` and a numba step costs about 1% of an iteration: the choice is 50-100
+        steps there; from Python, where each step pays the calls' fixed cost, ESS per second was
+        flat between 15 and 30 steps.
     method : {"auto", "noncentred", "full-refresh"}
         ``"auto"``: the non-centred move where every record variable has a non-centred form
         (:func:`pymc_unbounded_dp.noncentred.describe_forms`), else the full-refresh move.
@@ -194,7 +199,7 @@ class Interweave(ParameterMove):
         vars=None,
         *,
         n_steps: int | None = None,
-        max_steps: int = 100,
+        max_steps: int | None = None,
         method: str = "auto",
         backend: str = "auto",
         switch_off: bool = True,
@@ -216,7 +221,7 @@ class Interweave(ParameterMove):
         self.vars = self._moving(model, compiled, vars)
         self.compiled = compiled
         self.n_steps = n_steps
-        self.max_steps = int(max_steps)
+        self._max_steps = max_steps
         self.tune = True
         self.rng = np.random.default_rng(rng)
         names = tuple(v.name for v in self.vars)
@@ -312,7 +317,8 @@ class Interweave(ParameterMove):
             # move pays at all (10 steps of a step costing 0.05 of an iteration, 1 of 0.5).
             if self.method == "noncentred":
                 cost = max(f.relative_cost for f in self.noncentred.forms)
-                default, most = int(min(10, max(1, round(0.5 / cost)))), self.max_steps
+                default = int(min(10, max(1, round(0.5 / cost))))
+                most = self.max_steps
                 if self._flat_target is not None:
                     cost *= COMPILED_COST_FACTOR
             else:
@@ -362,6 +368,13 @@ class Interweave(ParameterMove):
             "interweave_steps": steps,
             "interweave_compiled": steps > 0 and self._flat_target is not None,
         }
+
+    @property
+    def max_steps(self) -> int:
+        """The most steps per iteration the tuning may choose (see the class docstring)."""
+        if self._max_steps is not None:
+            return int(self._max_steps)
+        return MAX_STEPS_COMPILED if self._flat_target is not None else MAX_STEPS_PYTHON
 
     def _numba_target(self, model: pm.Model) -> FlatLogTarget | None:
         """The numba-compiled target where ``backend`` asks for it and every op has a numba
