@@ -612,3 +612,68 @@ def negative_binomial_posterior(s_dp, mechanism, r, a, b, n, k_max=2000):
     m2 = m1 * (a_post + 1) / (a_post + b_post + 1)
     p_mean = float(np.sum(w * m1))
     return {"p_mean": p_mean, "p_var": float(np.sum(w * m2) - p_mean**2)}
+
+
+# --------------------------------------------------------------------------------------------------
+# A model with a Potential, a Deterministic and a transformed parameter (tests/test_model_terms.py)
+# --------------------------------------------------------------------------------------------------
+def bernoulli_release_log_likelihood(p, s_dp, mechanism, ns, log_w_n):
+    """``log sum_n w(n) sum_k Binom(k; n, p) eta(s_dp - k)`` for each ``p`` (an array), and the
+    per-``n`` terms ``(len(ns), len(p))``; ``log_w_n`` = ``log g(n) eta_n(n_dp - n)`` (zeros for a
+    known ``n``)."""
+    p = np.asarray(p, dtype=float)
+    ks = np.arange(int(np.max(ns)) + 1)
+    log_binom = stats.binom.logpmf(ks[None, None, :], ns[:, None, None], p[None, :, None])
+    log_noise = mechanism.logpdf(s_dp - ks)
+    per_n = np.asarray(log_w_n)[:, None] + special.logsumexp(
+        log_binom + log_noise[None, None, :], axis=2
+    )
+    return special.logsumexp(per_n, axis=0), per_n
+
+
+def tilted_tables_posterior(a_table, b_table, tilt, grid=601, potential=True):
+    """Exact posterior of the two-table model of ``test_model_terms.py`` by quadrature.
+
+    ``theta ~ Beta(2, 2)`` (moved on the logit scale), ``eta ~ N(0, 1.5)``, ``p = invlogit(eta)``
+    (a Deterministic), ``Potential = (tilt[0] + tilt[1] p) log theta``; table A: Bernoulli(theta)
+    records, known ``n``, ``s_A = sum x + e``; table B: Bernoulli(p) records, latent ``n`` (flat
+    prior, ``n_dp`` with its noise), ``s_B = sum y + e``. A ``grid`` x ``grid`` rule on
+    ``(logit theta, eta)`` in ``[-10, 10]^2`` (the integrand is smooth and negligible at the edges,
+    so the uniform rule converges geometrically), summed over ``n_B``; ``potential=False`` drops
+    the Potential (the effect a bug that ignores it would have).
+
+    Returns ``{name: (mean, variance)}`` for ``theta``, ``eta``, ``p`` and ``n_B``, and
+    ``n_B_values``, ``n_B_pmf``.
+    """
+    u = np.linspace(-10.0, 10.0, grid)
+    eta = np.linspace(-10.0, 10.0, grid)
+    theta, p = special.expit(u), special.expit(eta)
+    log_a, _ = bernoulli_release_log_likelihood(
+        theta, a_table["s_dp"], a_table["mechanism"], np.array([a_table["n"]]), np.zeros(1)
+    )
+    ns = np.arange(0, int(b_table["n_dp"] + 40 * b_table["n_mechanism"].scale) + 1)
+    log_w_n = b_table["n_mechanism"].logpdf(b_table["n_dp"] - ns)
+    _, log_b_per_n = bernoulli_release_log_likelihood(
+        p, b_table["s_dp"], b_table["mechanism"], ns, log_w_n
+    )
+    log_prior_u = stats.beta(2, 2).logpdf(theta) + np.log(theta) + np.log1p(-theta)  # Jacobian
+    log_joint = (log_prior_u + log_a)[:, None] + stats.norm(0, 1.5).logpdf(eta)[None, :]
+    if potential:
+        log_joint = log_joint + (tilt[0] + tilt[1] * p[None, :]) * np.log(theta[:, None])
+    log_joint = log_joint[None] + log_b_per_n[:, None, :]  # (n_B, u, eta)
+    w = _normalise(log_joint)
+    w_params = w.sum(axis=0)
+    out = {}
+    for name, values in (
+        ("theta", theta[:, None]),
+        ("eta", eta[None, :]),
+        ("p", p[None, :]),
+    ):
+        values = np.broadcast_to(values, w_params.shape)
+        mean = float(np.sum(w_params * values))
+        out[name] = (mean, float(np.sum(w_params * (values - mean) ** 2)))
+    pmf = w.sum(axis=(1, 2))
+    mean = float(np.sum(pmf * ns))
+    out["n_B"] = (mean, float(np.sum(pmf * (ns - mean) ** 2)))
+    out["n_B_values"], out["n_B_pmf"] = ns, pmf
+    return out
