@@ -22,7 +22,7 @@ import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 
 SAMPLE = dict(
-    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+    draws=2000, tune=500, chains=4, cores=1, progressbar=False, compute_convergence_checks=False
 )
 A = dict(
     s_dp=7.4,
