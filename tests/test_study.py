@@ -385,10 +385,17 @@ def model_blocks_have_n(model) -> bool:
     return bool(model_blocks(model).sample_sizes)
 
 
+#: A budget of the statistics whose noise (scale about 1e-7) leaves the released values equal to
+#: the exact statistics of the fit's data to 1e-5: there a record must name its replicate's data.
+NOISELESS = 1e8
+
+
 def _check_the_grid(study, runs, exact_of):
-    """Every record carries the release its fit's model conditions on; replicates differ in the
-    data (where the study simulates it) and in the release; the release's mechanisms are the
-    fit's budgets; every fit has its own sampler seed."""
+    """Every record carries the release its fit's model conditions on (at ``NOISELESS``: the
+    exact statistics of its own replicate's data); replicates differ in the release and in its
+    noise; the release's mechanisms are the fit's budgets; every fit has its own sampler seed."""
+    import numpy as np
+
     seeds = set()
     by_replicate = {}
     for fit, record, model, seed in runs:
@@ -396,23 +403,24 @@ def _check_the_grid(study, runs, exact_of):
         assert record["released"] == values, fit.key  # the record names the data it fitted
         assert record["n_dp"] == n_dp and record["fit"] == dataclasses.asdict(fit)
         assert mechanism.epsilon == pytest.approx(fit.epsilon_s), fit.key
+        if fit.epsilon_s >= NOISELESS:
+            np.testing.assert_allclose(values, exact_of(fit.replicate), rtol=0, atol=1e-5)
         if fit.bounded:
             assert n_mechanism is None
         else:
             assert n_mechanism.epsilon == pytest.approx(fit.epsilon_n), fit.key
         seeds.add(seed)
+        noise = np.subtract(values, exact_of(fit.replicate))
         by_replicate.setdefault((fit.epsilon_s, fit.variant, fit.epsilon_n), []).append(
-            (fit.replicate, values, n_dp, exact_of(fit.replicate))
+            (values, noise)
         )
     assert len(seeds) == len(runs)
     for cell, replicates in by_replicate.items():
         assert len(replicates) == study.replicates > 1
-        _, first_values, _, first_exact = replicates[0]
-        for _, values, _, exact in replicates[1:]:
-            assert values != first_values, cell  # another release (and data) per replicate
-            noise = [v - e for v, e in zip(values, exact, strict=True)]
-            first_noise = [v - e for v, e in zip(first_values, first_exact, strict=True)]
-            assert noise != first_noise, cell  # fresh noise, not only fresh data
+        first_values, first_noise = replicates[0]
+        for values, noise in replicates[1:]:
+            assert values != first_values, cell  # another release per replicate
+            assert not np.allclose(noise, first_noise, rtol=1e-3, atol=0), cell  # fresh noise
     return by_replicate
 
 
@@ -422,7 +430,7 @@ def test_regression_replicates_differ_and_records_name_the_data_they_fitted(monk
     from pymc_unbounded_dp.examples import regression
 
     study = RegressionStudy(
-        epsilon_s=(1.0, 0.1), epsilon_n=(0.5,), replicates=2, n=200, draws=6, tune=2,
+        epsilon_s=(NOISELESS, 0.1), epsilon_n=(0.5,), replicates=2, n=200, draws=6, tune=2,
         chains=1, sampler="nuts",
     )  # fmt: skip
     runs = _run_with_fake_sample(study, monkeypatch, {"beta": (3,), "tau": ()})
@@ -483,7 +491,7 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
         )  # fmt: skip
 
     monkeypatch.setattr(pmdp, "mcem", fake_mcem)
-    study = MLEStudy(epsilon_n=(0.5, math.inf), replicates=2, n=200)
+    study = MLEStudy(epsilon_s=NOISELESS, epsilon_n=(0.5, math.inf), replicates=2, n=200)
     runs = []
     for fit in study.fits():
         record = study.run(fit)
