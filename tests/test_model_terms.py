@@ -17,14 +17,14 @@ Its exact posterior is a quadrature on ``(logit theta, eta)`` summed over ``n_B`
 (``oracles.tilted_tables_posterior``). Each path is run once (2 chains x 1,000 draws after 300
 tuning): records with plain data augmentation (NUTS + the refresh and birth/death moves), the
 interweaving move in its non-centred form and in the full-refresh fallback (forced every
-iteration), an exact conjugate step for ``theta`` that reads the Deterministic ``p``, and the sums
-level. ``pmdp.mcem``'s MLE and MAP are checked on a one-table model with the same terms.
+iteration), ``ConjugateGibbs`` for both parameters (an exact draw of ``theta``, Metropolis steps
+for ``eta``, reading the Deterministic ``p`` as the step passes it), and the sums level. ``pmdp.mcem``'s MLE and MAP are checked on a one-table model with the same terms.
 
-Power: the posterior sd of theta is 0.133, of eta 0.91; without the Potential the exact means are
-0.353 and 0.974 (instead of 0.544 and 0.788): 1.4 and 0.2 posterior sds. Every path here has at
-least ~400 effective draws of each variable, so a mean off by 0.2 sd (or a centred variance off
-by about 25%) fails |z| < 4 with high probability: a step that ignores the Potential, or its
-coupling through ``p``, fails.
+Power: every checked variable has at least ``MIN_ESS`` = 200 effective draws (asserted; 380-920
+measured), so a mean 0.45 posterior sd off fails |z| < 4 with probability > 0.97 (0.3 sd at the
+typical 400). Without the Potential theta's exact mean moves by 1.4 sd (0.544 -> 0.353) and eta's
+by 0.2 sd (0.788 -> 0.974): a step that ignores the Potential fails on theta (the mutation that
+drops it from the non-centred target gave z = -14.3).
 """
 
 import math
@@ -33,7 +33,12 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from mcmc_checks import assert_mean_and_spread_match, assert_pmf_matches, draws_of
+from mcmc_checks import (
+    assert_effective_draws,
+    assert_mean_and_spread_match,
+    assert_pmf_matches,
+    draws_of,
+)
 from oracles import bernoulli_release_log_likelihood, log_normal_laplace, tilted_tables_posterior
 from scipy import optimize, special, stats
 
@@ -48,6 +53,7 @@ B_TABLE = dict(
     n_mechanism=pmdp.DiscreteLaplace(epsilon=0.5),
 )
 TILT = (3.0, 2.0)
+MIN_ESS = 200
 SAMPLE = dict(
     draws=1000, tune=300, chains=2, cores=1, progressbar=False, compute_convergence_checks=False
 )
@@ -146,6 +152,7 @@ def test_every_sampler_path_sees_the_potential_the_deterministic_and_the_transfo
     for name in ("theta", "eta", "p", "n_B"):
         mean, var = exact[name]
         assert_mean_and_spread_match(draws_of(idata, name), mean, var, f"{path}: {name}")
+        assert_effective_draws(draws_of(idata, name), MIN_ESS, f"{path}: {name}")
     # the Deterministic is recorded as its function of the draws of eta
     np.testing.assert_allclose(
         draws_of(idata, "p"), special.expit(draws_of(idata, "eta")), rtol=1e-10
@@ -238,13 +245,14 @@ _INTERWEAVE_DROPS_PUBLIC_DATA = pytest.mark.xfail(
     ],
 )
 def test_public_data_enters_every_sampler_path(public_model, public_exact, path):
-    """Exact mean 1.601 (sd 0.247); leaving the public data out moves it to 1.92 (1.3 sd): with
-    about 300 effective draws, a mean off by 0.25 sd fails."""
+    """Exact mean 1.601 (sd 0.247); leaving the public data out moves it to 1.92 (1.3 sd); with
+    at least ``MIN_ESS`` effective draws (asserted) a mean 0.45 sd off fails."""
     mean, var = public_exact[True]
     assert abs(public_exact[False][0] - mean) > 1.2 * math.sqrt(var)
     sample = dict(SAMPLE, draws=600, tune=200)
     idata = pmdp.sample(model=public_model, random_seed=34, **PATHS[path], **sample)
     assert_mean_and_spread_match(draws_of(idata, "mu"), mean, var, f"{path}: mu")
+    assert_effective_draws(draws_of(idata, "mu"), MIN_ESS, f"{path}: mu")
 
 
 # --------------------------------------------------------------------------------------------------
