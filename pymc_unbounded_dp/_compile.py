@@ -31,7 +31,7 @@ from pymc.pytensorf import compile as compile_pymc
 from pymc.pytensorf import find_rng_nodes, reseed_rngs
 from pytensor.graph.replace import clone_replace
 
-from pymc_unbounded_dp._graph import KERNEL_MODE, with_record_count
+from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, with_record_count
 from pymc_unbounded_dp.blocks import (
     ModelBlocks,
     RecordsSpec,
@@ -261,8 +261,9 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
     Raises
     ------
     ValueError
-        If the model has no ``Records``, a record table without any ``PrivatizedSum``, or a
-        released value that is not valid any more.
+        If the model has no ``Records``, a record table without any ``PrivatizedSum``, a
+        released value that is not valid any more, or a Potential, observed variable or parameter
+        that reads the records or a latent ``n`` (the moves would leave it out of their targets).
     """
     model = modelcontext(model)
     blocks = model_blocks(model)
@@ -280,6 +281,7 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
                 "statistic, mechanism, observed)."
             )
     check_releases(model)
+    _refuse_terms_the_moves_cannot_see(model, blocks)
     signature = (
         len(blocks.records),
         len(blocks.sums),
@@ -294,6 +296,36 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
     )
     _CACHE[model] = (signature, compiled)
     return compiled
+
+
+def _refuse_terms_the_moves_cannot_see(model: pm.Model, blocks) -> None:
+    """Refuse a density term that reads the records or a latent ``n`` outside the releases.
+
+    The record refresh, the birth/death moves and the sums level target the parameters' priors,
+    the records' law, the prior of ``n`` and the releases: a ``pm.Potential``, an observed
+    variable or a parameter's prior that reads the records or ``n`` would be left out of their
+    targets, a silently wrong posterior. (Deterministics add no density and may read anything.)
+    """
+    records = [r.rv for r in blocks.records]
+    sizes = [s.rv for s in blocks.sample_sizes]
+    releases = {s.release_rv for s in blocks.sums} | {s.release_rv for s in blocks.sample_sizes}
+    terms = [("pm.Potential", v) for v in model.potentials]
+    terms += [("parameter", v) for v in model.free_RVs if v not in sizes]
+    terms += [
+        ("observed variable", v)
+        for v in model.observed_RVs
+        if v not in releases and v not in records
+    ]
+    for kind, term in terms:
+        read = depends_on(term, [*records, *sizes])
+        if read:
+            names = ", ".join(repr(v.name) for v in read)
+            raise ValueError(
+                f"The {kind} {term.name!r} reads {names}, which the record and sample-size moves "
+                "change without evaluating it: it would be left out of their targets (a wrong "
+                "posterior). Give a prior of n as pmdp.SampleSize(..., prior=...), and release "
+                "statistics of the records with pmdp.PrivatizedSum."
+            )
 
 
 def _build(model: pm.Model, table: TableSpec) -> CompiledTable:

@@ -104,6 +104,15 @@ def effective_sample_size(samples: np.ndarray, n_batches: int = 20) -> float:
     return min(float(samples.size), var / se**2)
 
 
+def assert_effective_draws(samples: np.ndarray, minimum: float, label: str) -> None:
+    """Fail unless the batch-means effective sample size is at least ``minimum``: the floor a
+    test's stated power rests on (with ``N`` effective draws the Monte Carlo error of a mean is
+    ``sd / sqrt(N)``, so a mean ``6 sd / sqrt(N)`` off fails ``|z| < 4`` with probability
+    > 0.97)."""
+    ess = effective_sample_size(samples)
+    assert ess >= minimum, f"{label}: {ess:.0f} effective draws, fewer than the {minimum} assumed"
+
+
 #: p-value below which a goodness-of-fit test declares a sampled law wrong (about the two-sided
 #: tail of ``Z_LIMIT`` = 4).
 P_LIMIT = 1e-4

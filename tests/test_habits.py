@@ -71,7 +71,7 @@ def test_plain_pm_sample_is_exact_under_bounded_dp(bounded):
             draws=2000,
             tune=500,
             chains=4,
-            cores=2,
+            cores=1,
             random_seed=41,
             progressbar=False,
             compute_convergence_checks=False,

@@ -6,10 +6,12 @@ from fractions import Fraction
 import numpy as np
 import pytensor.tensor as pt
 import pytest
+from noise_laws import EPSILON_FAMILIES, Law, assert_draws_follow
 from scipy import integrate, stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import _secure
+from pymc_unbounded_dp.kernels._noise import NoiseArrays, log_ratio, residual_log_density
 from pymc_unbounded_dp.mechanisms import discrete_gaussian_log_normalizer
 
 CONTINUOUS = [pmdp.Laplace(scale=1.7), pmdp.Gaussian(sigma=0.8)]
@@ -304,3 +306,81 @@ def test_simulate_takes_size_and_rng_or_random_seed_by_keyword(mechanism):
     with pytest.raises(TypeError, match="`rng` or `random_seed`"):
         mechanism.simulate(3, rng=1, random_seed=1)
     assert np.ndim(mechanism.simulate(rng=1)) == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# sensitivities other than 1, and scales not derived from epsilon alone (issue 32)
+# --------------------------------------------------------------------------------------------------
+# The distribution tests above build their mechanisms with sensitivity 1, where the scale equals
+# 1 / epsilon (or sigma = 1 / sqrt(2 rho)): a code path that reads `1 / epsilon` where it should
+# read `scale` (or drops the sensitivity) passes them all. Here each family is built twice, from a
+# budget with a sensitivity of 3 and from a scale with a sensitivity of 4, and its density (NumPy,
+# PyTensor, the kernels), simulator and exact release are compared with the law at the scale the
+# test computes itself. The plausible slips (scale `1 / epsilon`, `epsilon / sensitivity`,
+# `sensitivity / sqrt(rho)`, `sensitivity**2 / sqrt(2 rho)`, ...) move the scale by a factor of
+# 1.3 to 9 (variance 1.7 to 80 times); the checks of `noise_laws.assert_draws_follow` detect a
+# scale 5% off (20,000 simulated draws) or 10% off (4,000 released draws) with probability > 0.97.
+EPSILON, RHO = 0.7, 0.3
+
+NON_UNIT = [
+    # (mechanism, family of the law, the scale it must have, its guarantee)
+    (pmdp.Laplace(epsilon=EPSILON, sensitivity=3.0), "laplace", 3 / EPSILON, 0.7),
+    (pmdp.Laplace(scale=2.6, sensitivity=4.0), "laplace", 2.6, 4 / 2.6),
+    (pmdp.Gaussian(rho=RHO, sensitivity=3.0), "normal", 3 / math.sqrt(2 * RHO), 0.3),
+    (pmdp.Gaussian(sigma=2.6, sensitivity=4.0), "normal", 2.6, 16 / (2 * 2.6**2)),
+    (pmdp.DiscreteLaplace(epsilon=EPSILON, sensitivity=3), "dlaplace", 3 / EPSILON, 0.7),
+    (pmdp.DiscreteLaplace(scale=2.6, sensitivity=4), "dlaplace", 2.6, 4 / 2.6),
+    (pmdp.DiscreteGaussian(rho=RHO, sensitivity=3), "dgauss", 3 / math.sqrt(2 * RHO), 0.3),
+    (pmdp.DiscreteGaussian(sigma=2.6, sensitivity=4), "dgauss", 2.6, 16 / (2 * 2.6**2)),
+    (pmdp.Tulap(epsilon=EPSILON, sensitivity=3), "tulap", 3 / EPSILON, 0.7),
+    (pmdp.Tulap(scale=2.6, sensitivity=4), "tulap", 2.6, 4 / 2.6),
+]
+NON_UNIT_IDS = [repr(case[0]) for case in NON_UNIT]
+
+
+@pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
+def test_scale_and_guarantee_with_a_sensitivity_other_than_one(mechanism, family, scale, guarantee):
+    assert mechanism.scale == pytest.approx(scale, rel=1e-12)
+    ((key, value),) = mechanism.privacy.items()
+    assert key == ("epsilon" if family in EPSILON_FAMILIES else "rho")
+    assert value == pytest.approx(guarantee, rel=1e-12)
+    assert mechanism.kernel_parameters[2] == pytest.approx(scale, rel=1e-12)
+
+
+@pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
+def test_density_in_numpy_pytensor_and_the_kernels_at_a_sensitivity_other_than_one(
+    mechanism, family, scale, guarantee
+):
+    law = Law(family, scale)
+    values = np.array([-9.0, -3.0, -1.0, 0.0, 2.0, 5.0, 13.0])
+    if not law.discrete:
+        values = np.append(values, [-4.3, 0.45, 0.55, 7.7])
+    expected = law.logpdf(values)
+    np.testing.assert_allclose(mechanism.logpdf(values), expected, rtol=1e-10)
+    np.testing.assert_allclose(mechanism.logp(pt.as_tensor(values)).eval(), expected, rtol=1e-10)
+    noise = NoiseArrays.of([mechanism], [values.size])
+    out = np.empty(values.size)
+    residual_log_density(values, out, *noise.per_coordinate)
+    np.testing.assert_allclose(out, expected, rtol=1e-10)
+    # the kernels' ratio for moving every coordinate by +1 (the Laplace-only fast path too)
+    trial = values + 1.0
+    ratio = log_ratio(values, trial, out, np.empty(values.size), *noise[:5], noise.custom)
+    assert ratio == pytest.approx(np.sum(law.logpdf(trial) - expected), rel=1e-10)
+    if law.discrete:
+        assert mechanism.logpdf(0.5) == -np.inf
+
+
+@pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
+def test_simulator_at_a_sensitivity_other_than_one(mechanism, family, scale, guarantee):
+    draws = mechanism.simulate(20_000, rng=11)
+    assert_draws_follow(draws, Law(family, scale), repr(mechanism))
+
+
+@pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
+def test_exact_release_at_a_sensitivity_other_than_one(mechanism, family, scale, guarantee):
+    """4,000 draws of the exact (secure, unseedable) sampler: each check fails a correct sampler
+    with probability about 1e-4."""
+    law = Law(family, scale)
+    value = np.zeros(4_000, dtype=int if mechanism.domain == "integers" else float)
+    released = mechanism.release(value + 5)
+    assert_draws_follow(released - 5, law, repr(mechanism))

@@ -9,6 +9,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from mcmc_checks import assert_mean_matches, draws_of
+from noise_laws import Law, assert_draws_follow
 from oracles import bernoulli_posterior
 from scipy import stats
 
@@ -620,3 +621,80 @@ S = rl.Statistic("s", -1, 1)
 def test_bad_input_is_refused_naming_the_argument(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+# -- the noise of a plan's release at sensitivities other than 1 (issue 32) ---------------------
+#: 2,500 coordinates per statistic, so that one release is 2,500 draws of its noise. Integer
+#: counts in [0, 3] (L1 sensitivity 7,500, L2 150) and reals in [-1, 2] (L1 5,000, L2 100).
+_WIDE = 2_500
+_WIDE_PLAN = {
+    "epsilon": ({"k": 0.6, "x": 0.9, "n": 0.5}, {"k": 7_500 / 0.6, "x": 5_000 / 0.9}),
+    "rho": ({"k": 0.3, "x": 0.2, "n": 0.5}, {"k": 150 / math.sqrt(0.6), "x": 100 / math.sqrt(0.4)}),
+}
+
+
+@pytest.mark.parametrize("sampler", ["pmdp", "opendp", "simulated"])
+@pytest.mark.parametrize("measure", ["epsilon", "rho"])
+def test_a_plans_release_carries_noise_at_the_scale_of_its_bounds(measure, sampler):
+    """The sensitivity a plan derives from its bounds (not 1) sets the scale of the noise each
+    sampler adds: the package's exact samplers, OpenDP's (through ``to_opendp``), and the
+    simulated release of ``choose_epsilon``. 2,500 draws per statistic: a scale 13% off fails
+    (``noise_laws.assert_draws_follow``); a sensitivity of 1 would make it 7,500 or 100 times too
+    small."""
+    from pymc_unbounded_dp.epsilon import simulate_release
+
+    shares, scales = _WIDE_PLAN[measure]
+    statistics = [
+        rl.Statistic("k", np.zeros(_WIDE, dtype=int), 3, integer=True),
+        rl.Statistic("x", -np.ones(_WIDE), 2.0),
+        rl.Count("n"),
+    ]
+    plan = rl.Plan(statistics, **{measure: shares})
+    sums = {"k": np.arange(_WIDE) % 3 * 4, "x": np.linspace(-4.0, 8.0, _WIDE)}
+    if sampler == "simulated":
+        rel = simulate_release(plan, sums, 4, random_seed=5)
+    else:
+        rel = plan.release(sums=sums, n=4, sampler=sampler)
+    families = {"epsilon": ("dlaplace", "laplace"), "rho": ("dgauss", "normal")}[measure]
+    for name, family in zip(("k", "x"), families):
+        mechanism = rel[name].mechanism
+        assert mechanism.scale == pytest.approx(scales[name], rel=1e-12)
+        assert mechanism.privacy[measure] == pytest.approx(shares[name], rel=1e-12)
+        assert_draws_follow(
+            np.asarray(rel[name].value) - sums[name], Law(family, scales[name]), f"{name}"
+        )
+
+
+@pytest.mark.parametrize(
+    "build, sensitivity, expected",
+    [
+        (lambda: dp.m.make_laplace(*FLOAT, scale=2.5), 3.0, pmdp.Laplace(scale=2.5, sensitivity=3)),
+        (
+            lambda: dp.m.make_laplace(*INTS, scale=2.5),
+            4,
+            pmdp.DiscreteLaplace(scale=2.5, sensitivity=4),
+        ),
+        (
+            lambda: dp.m.make_gaussian(*FLOAT, scale=1.5),
+            3.0,
+            pmdp.Gaussian(sigma=1.5, sensitivity=3),
+        ),
+        (
+            lambda: dp.m.make_gaussian(*INTS_L2, scale=4.0),
+            2,
+            pmdp.DiscreteGaussian(sigma=4.0, sensitivity=2),
+        ),
+    ],
+)
+def test_from_opendp_at_a_sensitivity_other_than_one(build, sensitivity, expected):
+    """The scale is the measurement's, the guarantee OpenDP's map at that sensitivity."""
+    measurement = build()
+    mechanism = rl.from_opendp(measurement, sensitivity=sensitivity)
+    assert mechanism == expected  # same family, scale and sensitivity
+    (value,) = mechanism.privacy.values()
+    d_in = (
+        sensitivity
+        if isinstance(sensitivity, int) and expected.norm == "l1"
+        else float(sensitivity)
+    )
+    assert measurement.map(d_in) == pytest.approx(value, rel=1e-6)

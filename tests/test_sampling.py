@@ -11,7 +11,7 @@ import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.blocks import records_in_containers
 
 SAMPLE = dict(
-    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+    draws=2000, tune=500, chains=4, cores=1, progressbar=False, compute_convergence_checks=False
 )
 
 

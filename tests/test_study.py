@@ -327,3 +327,178 @@ def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):
                     process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     os.killpg(process.pid, signal.SIGKILL)
+
+
+# -- replicates, settings and the data behind each record (issue 32) ------------------------------
+# The samplers are replaced by fakes that record the model and the seed they are given: what is
+# checked here is the study's bookkeeping (which data, which release, which seed), in seconds.
+def _fake_idata(chains: int, draws: int, shapes: dict):
+    import arviz as az
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    posterior = {k: rng.normal(size=(chains, draws, *s)) for k, s in shapes.items()}
+    if az.__version__.startswith("0."):
+        return az.from_dict(posterior=posterior)
+    return az.from_dict({"posterior": posterior})
+
+
+def _released(model) -> tuple[list[float], int | None, object, object]:
+    """The sums the model conditions on, its ``n_dp``, and their mechanisms."""
+    import numpy as np
+
+    from pymc_unbounded_dp.blocks import model_blocks, observed_value
+
+    blocks = model_blocks(model)
+    values = np.concatenate(
+        [observed_value(model, s.release_rv).reshape(-1) for s in blocks.sums]
+    ).tolist()
+    (mechanism,) = {s.mechanism for s in blocks.sums}
+    if not blocks.sample_sizes:
+        return values, None, mechanism, None
+    (size,) = blocks.sample_sizes
+    return values, int(observed_value(model, size.release_rv)), mechanism, size.mechanism
+
+
+def _run_with_fake_sample(study, monkeypatch, shapes):
+    import pymc as pm
+
+    calls = {}
+
+    def fake_sample(*args, **kwargs):
+        model = pm.modelcontext(kwargs.get("model"))
+        names = {**shapes, **({"n": ()} if model_blocks_have_n(model) else {})}
+        calls["last"] = (model, kwargs["random_seed"])
+        return _fake_idata(kwargs["chains"], kwargs["draws"], names)
+
+    monkeypatch.setattr(pmdp, "sample", fake_sample)
+    out = []
+    for fit in study.fits():
+        record = study.run(fit)
+        out.append((fit, record, *calls.pop("last")))
+    return out
+
+
+def model_blocks_have_n(model) -> bool:
+    from pymc_unbounded_dp.blocks import model_blocks
+
+    return bool(model_blocks(model).sample_sizes)
+
+
+#: A budget of the statistics whose noise (scale about 1e-7) leaves the released values equal to
+#: the exact statistics of the fit's data to 1e-5: there a record must name its replicate's data.
+NOISELESS = 1e8
+
+
+def _check_the_grid(study, runs, exact_of):
+    """Every record carries the release its fit's model conditions on (at ``NOISELESS``: the
+    exact statistics of its own replicate's data); replicates differ in the release and in its
+    noise; the release's mechanisms are the fit's budgets; every fit has its own sampler seed."""
+    import numpy as np
+
+    seeds = set()
+    by_replicate = {}
+    for fit, record, model, seed in runs:
+        values, n_dp, mechanism, n_mechanism = _released(model)
+        assert record["released"] == values, fit.key  # the record names the data it fitted
+        assert record["n_dp"] == n_dp and record["fit"] == dataclasses.asdict(fit)
+        assert mechanism.epsilon == pytest.approx(fit.epsilon_s), fit.key
+        if fit.epsilon_s >= NOISELESS:
+            np.testing.assert_allclose(values, exact_of(fit.replicate), rtol=0, atol=1e-5)
+        if fit.bounded:
+            assert n_mechanism is None
+        else:
+            assert n_mechanism.epsilon == pytest.approx(fit.epsilon_n), fit.key
+        seeds.add(seed)
+        noise = np.subtract(values, exact_of(fit.replicate))
+        by_replicate.setdefault((fit.epsilon_s, fit.variant, fit.epsilon_n), []).append(
+            (values, noise)
+        )
+    assert len(seeds) == len(runs)
+    for cell, replicates in by_replicate.items():
+        assert len(replicates) == study.replicates > 1
+        first_values, first_noise = replicates[0]
+        for values, noise in replicates[1:]:
+            assert values != first_values, cell  # another release per replicate
+            assert not np.allclose(noise, first_noise, rtol=1e-3, atol=0), cell  # fresh noise
+    return by_replicate
+
+
+def test_regression_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch):
+    import numpy as np
+
+    from pymc_unbounded_dp.examples import regression
+
+    study = RegressionStudy(
+        epsilon_s=(NOISELESS, 0.1), epsilon_n=(0.5,), replicates=2, n=200, draws=6, tune=2,
+        chains=1, sampler="nuts",
+    )  # fmt: skip
+    runs = _run_with_fake_sample(study, monkeypatch, {"beta": (3,), "tau": ()})
+
+    def exact_of(replicate):
+        data = study.simulate(replicate)
+        return regression.regression_statistics(data.x, data.y).tolist()
+
+    _check_the_grid(study, runs, exact_of)
+    data = [study.simulate(r) for r in range(2)]
+    assert not np.array_equal(data[0].x, data[1].x)  # each replicate is its own data set
+    np.testing.assert_array_equal(study.simulate(1).x, data[1].x)  # and a function of it
+    for fit, record, _, _ in runs:
+        assert record["n_true"] == data[fit.replicate].n
+        # common random numbers by design: bounded and unbounded fits of a (replicate,
+        # epsilon_s) see the same noisy statistics; another epsilon_s, other noise
+        twins = [
+            r for f, r, _, _ in runs if (f.replicate, f.epsilon_s) == (fit.replicate, fit.epsilon_s)
+        ]
+        assert all(t["released"] == record["released"] for t in twins)
+        others = [
+            r
+            for f, r, _, _ in runs
+            if f.replicate == fit.replicate and f.epsilon_s != fit.epsilon_s
+        ]
+        assert all(o["released"] != record["released"] for o in others)
+
+
+def test_atus_replicates_are_new_releases_of_the_same_data(monkeypatch):
+    from pymc_unbounded_dp.examples import atus
+    from pymc_unbounded_dp.examples.study import AtusStudy
+
+    study = AtusStudy(
+        epsilon_s=(1.0,), epsilon_n=(0.5,), replicates=2, draws=6, tune=2, chains=1,
+        data="simulated",
+    )  # fmt: skip
+    runs = _run_with_fake_sample(study, monkeypatch, {"alpha": (3,)})
+    exact = atus.privatize_atus(study.simulate(0), 1e12, 1e12, seed=0).values.tolist()
+    _check_the_grid(study, runs, lambda replicate: exact)
+    assert study.simulate(0) is study.simulate(1)  # the survey is fixed; releases vary
+
+
+def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch):
+    from types import SimpleNamespace
+
+    from pymc_unbounded_dp.examples import regression
+    from pymc_unbounded_dp.mcem import Convergence
+
+    calls = {}
+
+    def fake_mcem(model, random_seed=None, **options):
+        calls["last"] = (model, random_seed)
+        value = {"beta": [0.0, 0.0, 0.0], "tau": 1.0, "mu": [0.0, 0.0]}
+        return SimpleNamespace(
+            estimate=value, standard_error=value, mc_error=value,
+            converged=Convergence("interior"), boundary=None, method="em",
+            missing_information=0.5, reason="fake",
+        )  # fmt: skip
+
+    monkeypatch.setattr(pmdp, "mcem", fake_mcem)
+    study = MLEStudy(epsilon_s=NOISELESS, epsilon_n=(0.5, math.inf), replicates=2, n=200)
+    runs = []
+    for fit in study.fits():
+        record = study.run(fit)
+        runs.append((fit, record, *calls.pop("last")))
+
+    def exact_of(replicate):
+        data = regression.simulate_regression(study.n, seed=fit_seed(study.seed, 0, replicate))
+        return regression.regression_statistics(data.x, data.y).tolist()
+
+    _check_the_grid(study, runs, exact_of)

@@ -10,7 +10,7 @@ from scipy import stats
 import pymc_unbounded_dp as pmdp
 
 SAMPLE = dict(
-    draws=2000, tune=500, chains=4, cores=2, progressbar=False, compute_convergence_checks=False
+    draws=2000, tune=500, chains=4, cores=1, progressbar=False, compute_convergence_checks=False
 )
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)
 

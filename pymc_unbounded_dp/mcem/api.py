@@ -115,8 +115,10 @@ def mcem(
         or starting values by parameter name on the natural scale (missing ones start at the
         model's initial point).
     map : bool, default False
-        Maximise the posterior density instead (adds the log priors of the parameters, natural
-        scale, no Jacobian).
+        Maximise the posterior density instead (adds the log priors of the parameters and the
+        model's ``pm.Potential`` terms, natural scale, no Jacobian). The likelihood includes the
+        model's other observed variables (public data) either way; the MLE leaves Potentials out,
+        as prior terms.
     method : {"auto", "em", "simulated"}, default "auto"
     initial_samples, growth : int, float
         EM's Monte Carlo schedule ``M_k = ceil(initial_samples * growth**k)``.

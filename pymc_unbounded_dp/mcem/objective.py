@@ -6,10 +6,11 @@ record sets of an E-step are stacked row-wise (records are i.i.d. given the para
 records' log-density summed over all stacked rows is the Monte Carlo sum); the latent sample sizes
 of the sets are passed as a vector ``n_values`` of length M. The objective is
 
-    Q(theta) = (1/M) [ sum_i log f(x_i | theta) + sum_m log g(n_m | theta) ]  (+ log pi(theta))
+    Q(theta) = (1/M) [ sum_i log f(x_i | theta) + sum_m log g(n_m | theta) ] + log p(y | theta)
+               (+ log pi(theta) + Potentials)
 
-where the ``g`` term is present only if the prior of ``n`` depends on the parameters and the prior
-term only for MAP. It is compiled on two scales, both as functions of one flat vector:
+where the ``g`` term is present only if the prior of ``n`` depends on the parameters, ``y`` are the
+model's other observed variables (public data), and the prior and Potential terms only for MAP. It is compiled on two scales, both as functions of one flat vector:
 
 * ``unconstrained``: the model's value variables (PyMC's transforms, no Jacobian), used by the
   optimiser and by the stopping rule;
@@ -132,7 +133,8 @@ class CompleteDataLogLik:
     ----------
     compiled : CompiledModel
     include_prior : bool
-        Add the log prior density of the parameters (natural scale, no Jacobian): MAP.
+        Add the log prior density of the parameters and the model's Potentials (natural scale, no
+        Jacobian): MAP.
     """
 
     compiled: CompiledModel
@@ -207,9 +209,23 @@ class CompleteDataLogLik:
             log_g = pm.logp(n_rv, self.n_values, warn_rvs=False)
             total = total + self._at_values([log_g])[0].sum()
         objective = total / pt.cast(self.n_values.shape[0], "float64")
-        if self.include_prior:
-            objective = objective + model.logp(vars=self.param_rvs, jacobian=False)
+        if self.parameter_terms:
+            objective = objective + model.logp(vars=self.parameter_terms, jacobian=False)
         return objective
+
+    @property
+    def parameter_terms(self) -> list:
+        """The model's terms of the parameters alone, added once (not per imputed set): observed
+        variables other than the records and the releases (public data, part of the likelihood)
+        and, for MAP, the priors and the Potentials (``compile_model`` refuses terms that read
+        the records or ``n``)."""
+        model, blocks = self.compiled.model, self.compiled.blocks
+        skipped = {r.rv for r in blocks.records} | {s.release_rv for s in blocks.sums}
+        skipped |= {s.release_rv for s in blocks.sample_sizes}
+        terms = [v for v in model.observed_RVs if v not in skipped]
+        if self.include_prior:
+            terms = [*self.param_rvs, *model.potentials, *terms]
+        return terms
 
     @property
     def prior_of_n_depends_on_parameters(self) -> bool:

@@ -189,8 +189,9 @@ class SimulatedLikelihood:
         self._log_weights = pt.logsumexp(log_terms, axis=1)  # (R,): log W_r
         self._log_n_weights = pt.logsumexp(log_terms, axis=0)  # (J,): posterior of n, unnormalised
         total = pt.logsumexp(self._log_weights) - pt.log(pt.cast(self._replicates, "float64"))
-        if objective.include_prior:
-            total = total + at_values([model.logp(vars=objective.param_rvs, jacobian=False)])[0]
+        if objective.parameter_terms:  # public data; for MAP, the priors and Potentials
+            terms = model.logp(vars=objective.parameter_terms, jacobian=False)
+            total = total + at_values([terms])[0]
         if depends_on(total, [model.rvs_to_values[n_spec.rv]] if n_spec is not None else []):
             raise NotImplementedError("the simulated likelihood depends on the value of n")
         self._total = total

@@ -142,6 +142,7 @@ class MLEStudy(Workload):
             "settings": self.settings(),
             "n": data.n,
             "n_dp": None if fit.bounded else int(release.n_dp),
+            "released": [float(v) for v in release.values],
             "estimate": _flat(result.estimate),
             "standard_error": _flat(result.standard_error),
             "mc_error": _flat(result.mc_error),
