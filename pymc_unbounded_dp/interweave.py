@@ -54,11 +54,12 @@ __all__ = ["Interweave", "ParameterMove", "moving_parameters"]
 _log = logging.getLogger(__name__)
 _METHODS = ("auto", "noncentred", "full-refresh")
 _BACKENDS = ("auto", "numba", "python")
-#: With ``backend="auto"``, the non-centred move runs in numba from this many records (all tables):
-#: numba's compilation costs 2-5 s per model built (a new process compiles again), and saves about
-#: 30 us per step at 1,000 records (22 against 55 us on the paper's regression), i.e. ~2 ms per
-#: iteration of 60 steps: it pays for runs of a few thousand iterations from here, not below.
-NUMBA_MIN_RECORDS = 1000
+#: With ``backend="auto"``, the non-centred move runs in numba from this many records (all tables,
+#: at the start of ``n``): numba's compilation costs 2-5 s per model built (a new process compiles
+#: again), and saves about 30 us per step at 1,000 records (22 against 55 us on the paper's
+#: regression), with 50-100 steps per iteration instead of 20 from Python: it pays for runs of a
+#: few thousand iterations from several hundred records, not for short fits of small models.
+NUMBA_MIN_RECORDS = 500
 #: A step in numba costs this fraction of the same step from Python (measured on the paper's
 #: regression at n = 1000: 22 us against 55 us; the Python calls between steps are gone).
 COMPILED_COST_FACTOR = 0.4
@@ -152,7 +153,7 @@ class Interweave(ParameterMove):
         PyTensor's numba backend, all steps of an iteration in one compiled loop
         (:func:`~pymc_unbounded_dp.kernels.interweave.step_compiled`); ``"python"``: the C-compiled
         target called from Python once per step. Both draw the same random numbers and give the
-        same chain up to floating-point order. ``"auto"``: numba from ``NUMBA_MIN_RECORDS`` (1,000)
+        same chain up to floating-point order. ``"auto"``: numba from ``NUMBA_MIN_RECORDS`` (500)
         records, where the graph has a numba implementation of every op (else Python, said in the
         log). The full-refresh move always runs in Python.
     switch_off : bool, default True

@@ -164,8 +164,12 @@ def test_steps_for_defaults_and_the_cost_rule():
     # defaults: no centred jump, no cost -> always worth it
     assert rw.steps_for(1, 0.5, 20) == 10
     assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0) == 10  # relative_cost 0 by default
-    # e = 0.5 > relative_cost * c = 0.1 (but < relative_cost + c): the move pays
+    # e = 0.5 > PAY_MARGIN * relative_cost * c = 0.2 (but < relative_cost + c): the move pays
+    assert rw.PAY_MARGIN == 2.0
     assert rw.steps_for(1, 0.5, 20, centred_squared_jump=1.0, relative_cost=0.1) == 9  # sqrt(80)
+    # e = 0.15 > relative_cost * c = 0.1 but < 2 relative_cost * c: not by the margin
+    assert rw.steps_for(1, 0.15, 20, centred_squared_jump=1.0, relative_cost=0.1) == 0
+    assert rw.steps_for(1, 0.21, 20, centred_squared_jump=1.0, relative_cost=0.1) > 0
     assert rw.steps_for(3, 2.0, 20) == 8  # ceil(15 / 2)
     assert rw.steps_for(3, 0.0, 20) == 0 and rw.steps_for(3, 1e-9, 20) == 20
     # a cost but no centred jump given: c = 0 by default, so any positive jump pays
@@ -256,13 +260,13 @@ def test_tuner_follows_the_documented_rule_exactly(adapt_steps):
 def test_the_cost_rule_averages_the_centred_jumps_of_the_window(margin, pays, spread):
     # One window of 25 updates, one step each; no centred jump at the first update (as in the
     # sampler), so the centred mean squared jump averages 24 values. The move pays iff
-    # e = q > relative_cost * c = r: q sits 2% above or below it. Both are whitened by the
-    # window's precision (about 1 / spread^2), which cancels in the comparison.
+    # e = q > PAY_MARGIN * relative_cost * c = 2 r: q sits 2% above or below it. Both are whitened
+    # by the window's precision (about 1 / spread^2), which cancels in the comparison.
     r = 0.3
     for relative_cost in (1.0, None):
         kwargs = {} if relative_cost is None else {"relative_cost": relative_cost}
         tuner = rw.Tuner(1, n_steps=1, max_steps=10**6, **kwargs)
-        q = margin * r
+        q = margin * rw.PAY_MARGIN * r
         for it in range(rw.Tuner.first_window):
             info = rw.RWInfo(1, 1, 0.0, 0.234, np.array([[q]]))
             centred = None if it == 0 else np.array([r**0.5])
@@ -286,8 +290,16 @@ def _window_precision(positions):
         ({7}, 0.0, None, set(range(1, 25)), 0),  # ... also under the default cost 0
         (set(), 0.0, None, set(), 0),  # no step at all in the window
         ({7}, 0.5, 1.0, {3}, 0),  # one centred jump, c = 1.5 e: does not pay
+        ({7}, 0.5, 0.4, {3}, 0),  # e = c / 1.5 > 0.4 c, but not by the margin of 2
     ],
-    ids=["no-centred-jump", "no-jump", "no-jump-default-cost", "no-step", "one-centred-jump"],
+    ids=[
+        "no-centred-jump",
+        "no-jump",
+        "no-jump-default-cost",
+        "no-step",
+        "one-centred-jump",
+        "within-the-margin",
+    ],
 )
 def test_the_tuner_with_few_steps_or_centred_jumps(steps_at, jump, cost, centred_at, expected):
     """``Tuner.update``'s ``centred_jump`` is optional and an iteration may make no step: the
