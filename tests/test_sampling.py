@@ -208,6 +208,8 @@ def test_parameter_steps_leave_out_the_release_terms(small_model):
     assert "logp" not in vars(small_model)  # the shadowing attribute is gone again
     nuts = step.methods[1]
     assert isinstance(nuts, pm.NUTS)
+    # PyMC's own trust_input never reaches the compiled function; the package passes it there
+    assert nuts._logp_dlogp_func._pytensor_function.trust_input
     point = small_model.initial_point()
     point["theta_logodds__"] = np.asarray(0.3)
     logp_dlogp = nuts._logp_dlogp_func
