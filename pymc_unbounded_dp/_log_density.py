@@ -29,13 +29,12 @@ The two levels hold different latent states, so their ``lp`` values are not comp
 Where NUTS built by the package ends the iteration at the records level (no interweaving move
 after it), its own ``lp`` is the first line without the release terms, at the same state: the
 augmentation step adds them from the record kernels' residuals
-(:meth:`~pymc_unbounded_dp.steps.RecordsStep.release_log_density`) and never compiles this
-function (whose pass over every record cost ~50 us per iteration on the paper's regression).
+(:meth:`~pymc_unbounded_dp.steps.RecordsStep.release_log_density`) and builds no
+:class:`ModelLogDensity`, whose pass over every record cost ~50 us per iteration on the paper's
+regression.
 """
 
 from __future__ import annotations
-
-from functools import cached_property
 
 import numpy as np
 import pytensor.tensor as pt
@@ -73,16 +72,10 @@ class ModelLogDensity:
     """
 
     def __init__(self, compiled: CompiledModel, sums_step=None):
+        model = compiled.model
         self.compiled = compiled
         self.sums_step = sums_step
-        self._names = [v.name for v in compiled.model.value_vars]
-
-    @cached_property
-    def _function(self):
-        """The compiled log density of the value variables (built on first use: see the module
-        docstring for when it is not needed)."""
-        model, compiled = self.compiled.model, self.compiled
-        if self.sums_step is None:
+        if sums_step is None:
             graph = model.logp()
         else:
             dropped = {r.rv for r in compiled.blocks.records}
@@ -92,17 +85,18 @@ class ModelLogDensity:
                 for rv in model.free_RVs + model.observed_RVs + model.potentials
                 if rv not in dropped
             ]
-            terms = [law.latent_log_density() for law in self.sums_step.laws]
+            terms = [law.latent_log_density() for law in sums_step.laws]
             graph = model.logp(vars=kept) + pt.sum(pt.stack(terms))
         (graph,) = without_guards([graph])
-        return compile_pymc(
+        self._names = [v.name for v in model.value_vars]
+        self._fn = compile_pymc(
             list(model.value_vars), graph, on_unused_input="ignore", mode=KERNEL_MODE
         )
 
     def __call__(self, point: dict) -> float:
         """The log density at ``point`` and the latent state now in the model (records or
         totals)."""
-        value = float(self._function(*(point[name] for name in self._names)))
+        value = float(self._fn(*(point[name] for name in self._names)))
         if self.sums_step is not None:
             value += self._release_terms(self.sums_step.release_totals())
         return value

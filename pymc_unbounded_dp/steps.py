@@ -555,7 +555,6 @@ class DataAugmentation(CompoundStep):
             sums_step = leaf if table_laws is not None else None
             methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
         super().__init__(methods)
-        self._log_density = ModelLogDensity(compiled, leaf if table_laws is not None else None)
         self._logp_slots = [i for i, d in enumerate(self.stats_dtypes) if "model_logp" in d]
         # NUTS built here (its target without the release terms) as the last move: its lp at the
         # final state plus the release terms is the model's log density there
@@ -565,6 +564,11 @@ class DataAugmentation(CompoundStep):
         )
         self._parameter_lp_slot = (
             len(self.stats_dtypes) - 1 if table_laws is None and own_nuts else None
+        )
+        self._log_density = (
+            ModelLogDensity(compiled, leaf if table_laws is not None else None)
+            if self._parameter_lp_slot is None
+            else None
         )
         self._records_slot = next(
             (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
