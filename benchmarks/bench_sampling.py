@@ -5,6 +5,12 @@ augmentation step (so the step's compilation is excluded; PyMC's own set-up and 
 InferenceData are included); PyMC's wall-clock ``sampling_time`` is given alongside. Effective
 samples per second are ArviZ's bulk ESS of the kept draws over the CPU time of all iterations
 (warm-up included), for both samplers.
+
+The regression and its profile run the paper's algorithm, plain data augmentation
+(``interweave=False``), as the reference samplers do; the speed against the paper's R sampler
+is taken against its documented cost per iteration (:data:`R_SECONDS_PER_ITERATION`: R and the
+paper's scripts are not on the benchmark machine), beside the NumPy reference measured in the
+same run.
 """
 
 from __future__ import annotations
@@ -20,22 +26,40 @@ from _util import Row, best_time, ess, sampling_seconds, timed
 from bench_kernels import sweeper
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._compile import CompiledTable, compile_model
+from pymc_unbounded_dp.conjugate import ConjugateGibbs
+from pymc_unbounded_dp.steps import DataAugmentation, RecordsStep
 
 REGRESSION = "Regression, N = 1000, unbounded, epsilon_s = 1, epsilon_n = 0.5"
 PROFILE = "Where the time goes: pmdp.sample on the regression (cProfile)"
 ATUS = "ATUS, n = 6656, Dirichlet records, 3-dim log statistic"
 SAMPLE = {"chains": 1, "progressbar": False, "compute_convergence_checks": False}
+#: The paper's R sampler on the regression (N = 1000): 0.15-0.16 s per iteration, about 25 minutes
+#: per 10,000 (docs/benchmarks.md). A documented constant, not measured here.
+R_SECONDS_PER_ITERATION = 0.16
+#: Issue 30: ``interweave=False`` with NUTS at least this many times the R sampler's speed.
+R_SPEEDUP_TARGET = 100.0
 
 
 def _draws(idata, name: str) -> np.ndarray:
     return np.asarray(idata["posterior"][name].values, dtype=float)
 
 
-def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None, n_moves=None):
+def run_sampler(
+    model,
+    draws: int,
+    tune: int,
+    seed: int,
+    parameter_step=None,
+    n_moves=None,
+    interweave: bool = True,
+    step_kwargs: dict | None = None,
+):
     """``pm.sample`` with the model's augmentation step, built (and compiled) beforehand.
 
-    Returns ``(idata, CPU seconds, wall seconds of PyMC's sampling loop, birth/death moves)``.
+    Returns ``(idata, CPU seconds, wall seconds of PyMC's sampling loop, birth/death moves)``;
+    the wall seconds of building the step and its warm-up run go to ``idata``'s posterior
+    attribute ``bench_setup_s``.
     """
     import pymc as pm
 
@@ -43,15 +67,18 @@ def run_sampler(model, draws: int, tune: int, seed: int, parameter_step=None, n_
 
     unbounded = compile_model(model).unbounded
     with model:
-        kwargs = {"n_moves": n_moves} if n_moves is not None else {}
+        kwargs = {"interweave": interweave, "step_kwargs": step_kwargs}
+        start = time.perf_counter()
         if unbounded:
-            step = pmdp.ReversibleJump(parameter_step, **kwargs)
+            step = pmdp.ReversibleJump(parameter_step, n_moves=n_moves, **kwargs)
         else:
-            step = pmdp.DataAugmentation(parameter_step)
+            step = pmdp.DataAugmentation(parameter_step, **kwargs)
         _warm_up(step)
+        setup = time.perf_counter() - start
         idata, _, cpu = timed(
             lambda: pm.sample(draws=draws, tune=tune, step=step, random_seed=seed, **SAMPLE)
         )
+    idata["posterior"].attrs["bench_setup_s"] = setup
     return idata, cpu, sampling_seconds(idata), step.records_step.n_moves[0]
 
 
@@ -79,8 +106,14 @@ def _reference_posterior(draws: dict, burn: int) -> dict[str, np.ndarray]:
     return out
 
 
+NUTS_RUN = "pmdp.sample interweave=False, NUTS"
+NUMBA_RUN = "pmdp.sample interweave=False, NUTS, nuts={'mode': 'NUMBA'} (option)"
+REFERENCE_RUN = "reference (NumPy, exact Gibbs)"
+
+
 def regression(quick: bool) -> tuple[list[Row], dict]:
-    """pmdp.sample with NUTS, with the exact conjugate Gibbs step, and the NumPy reference."""
+    """pmdp.sample (``interweave=False``) with NUTS and with the exact conjugate Gibbs step, and
+    the NumPy reference; the speed against the R sampler's documented cost per iteration."""
     from _models import regression_conjugate_step
 
     release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
@@ -90,19 +123,38 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
 
     model = regression_model(release)
     runs = {}
-    idata, cpu, wall, n_moves = run_sampler(model, draws, tune, seed=1)
+    idata, cpu, wall, n_moves = run_sampler(model, draws, tune, seed=1, interweave=False)
     stats = idata["sample_stats"]
-    runs["pmdp.sample, NUTS"] = {
+    runs[NUTS_RUN] = {
         "cpu": cpu,
         "wall": wall,
         "iterations": tune + draws,
         "draws": _posterior(idata),
         "note": f"{tune} tune + {draws} draws; {float(stats['n_steps'].values.mean()):.1f} "
-        f"leapfrog steps/iteration, {int(stats['diverging'].values.sum())} divergences",
+        f"leapfrog steps/iteration, {int(stats['diverging'].values.sum())} divergences; set-up "
+        f"{idata['posterior'].attrs['bench_setup_s']:.1f} s wall",
     }
+    if _pymc_major() == 5:
+        # PyMC 6 compiles NUTS's gradient with numba by default; on PyMC 5 the option shows what
+        # the C backend costs per leapfrog step, and what numba's compilation adds to the set-up
+        idata, cpu, wall, _ = run_sampler(
+            model, draws, tune, seed=1, interweave=False, step_kwargs={"nuts": {"mode": "NUMBA"}}
+        )
+        stats = idata["sample_stats"]
+        runs[NUMBA_RUN] = {
+            "cpu": cpu,
+            "wall": wall,
+            "iterations": tune + draws,
+            "draws": _posterior(idata),
+            "note": f"{float(stats['n_steps'].values.mean()):.1f} leapfrog steps/iteration, "
+            f"{int(stats['diverging'].values.sum())} divergences; set-up "
+            f"{idata['posterior'].attrs['bench_setup_s']:.1f} s wall (numba compilation)",
+        }
     gibbs = regression_conjugate_step(model)
-    idata, cpu, wall, _ = run_sampler(model, draws, tune, seed=1, parameter_step=gibbs)
-    runs["pmdp.sample, ConjugateGibbs"] = {
+    idata, cpu, wall, _ = run_sampler(
+        model, draws, tune, seed=1, parameter_step=gibbs, interweave=False
+    )
+    runs["pmdp.sample interweave=False, ConjugateGibbs"] = {
         "cpu": cpu,
         "wall": wall,
         "iterations": tune + draws,
@@ -112,7 +164,7 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
     reference, wall, cpu = timed(
         lambda: ref.reference_regression_sampler(release, ref_iter, n_moves, random_seed=1)
     )
-    runs["reference (NumPy, exact Gibbs)"] = {
+    runs[REFERENCE_RUN] = {
         "cpu": cpu,
         "wall": wall,
         "iterations": ref_iter,
@@ -121,7 +173,7 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
     }
 
     rows, raw = [], {"n_moves": n_moves, "runs": {}}
-    reference_per_1000 = 1000 * runs["reference (NumPy, exact Gibbs)"]["cpu"] / ref_iter
+    reference_per_1000 = 1000 * runs[REFERENCE_RUN]["cpu"] / ref_iter
     for label, run in runs.items():
         per_1000 = 1000 * run["cpu"] / run["iterations"]
         speedup = reference_per_1000 / per_1000
@@ -168,7 +220,38 @@ def regression(quick: bool) -> tuple[list[Row], dict]:
             "ReversibleJump's default",
         )
     )
+    raw["r_seconds_per_iteration"] = R_SECONDS_PER_ITERATION
+    raw["speedup_against_r"] = {}
+    for label in (NUTS_RUN, NUMBA_RUN):
+        if label in runs:
+            rows.append(_speed_against_r(label, runs[label], reference_per_1000 / 1000))
+            raw["speedup_against_r"][label] = rows[-1].value
     return rows, {"regression": raw}
+
+
+def _pymc_major() -> int:
+    import pymc as pm
+
+    return int(pm.__version__.split(".")[0])
+
+
+def _speed_against_r(label: str, run: dict, reference_per_iteration: float) -> Row:
+    """The R sampler's documented seconds per iteration over pmdp's (CPU) in this run, with the
+    NumPy reference of the same run beside it."""
+    per_iteration = run["cpu"] / run["iterations"]
+    speedup = R_SECONDS_PER_ITERATION / per_iteration
+    met = "met" if speedup >= R_SPEEDUP_TARGET else "**not met**"
+    return Row(
+        REGRESSION,
+        f"per iteration, R reference (documented {R_SECONDS_PER_ITERATION:g} s) / {label}",
+        speedup,
+        "x",
+        f">= {R_SPEEDUP_TARGET:g}x",
+        f"{met}; pmdp {1e3 * per_iteration:.3g} ms per iteration (CPU); R's cost is the "
+        "documented constant (R is not run here); NumPy reference of this run "
+        f"{1e3 * reference_per_iteration:.3g} ms per iteration, "
+        f"{reference_per_iteration / per_iteration:.3g}x",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -182,11 +265,19 @@ def _cumulative(stats: pstats.Stats, path_end: str, function: str) -> float:
     return total
 
 
+def _cumulative_of(stats: pstats.Stats, function) -> float:
+    """Cumulative time of one function, found by its code object (a module may have several
+    functions of the same name)."""
+    code = function.__code__
+    entry = stats.stats.get((code.co_filename, code.co_firstlineno, code.co_name))
+    return 0.0 if entry is None else entry[3]
+
+
 def _profiled_run(model, tune: int, draws: int, parameter_step=None) -> pstats.Stats:
     import pymc as pm
 
     with model:
-        step = pmdp.ReversibleJump(parameter_step) if parameter_step else pmdp.ReversibleJump()
+        step = pmdp.ReversibleJump(parameter_step, interweave=False)
         profiler = cProfile.Profile(time.process_time)
         profiler.enable()
         pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
@@ -205,8 +296,9 @@ def _calls(stats: pstats.Stats, path_end: str, function: str) -> int:
 
 
 def profile(quick: bool) -> tuple[list[Row], dict]:
-    """Split the sampling loop into the parameter step (NUTS: gradients and tree building; or the
-    conjugate Gibbs step), the record kernels and PyMC's own per-iteration work (CPU time)."""
+    """Split the sampling loop (``interweave=False``) into the parameter step (NUTS: gradients and
+    tree building; or the conjugate Gibbs step), the record kernels, the augmentation step's own
+    work and PyMC's per-iteration work (CPU time)."""
     from _models import regression_conjugate_step
 
     release, _ = regression_release(n=1000, epsilon_s=1.0, epsilon_n=0.5, seed=1)
@@ -219,17 +311,18 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
         step = regression_conjugate_step(model) if parameter_step else None
         stats = _profiled_run(model, tune, draws, step)
         loop = _cumulative(stats, "pymc/sampling/mcmc.py", "_iter_sample")
-        nuts = _cumulative(stats, "hmc/base_hmc.py", "astep")
+        augmentation = _cumulative_of(stats, DataAugmentation.step)
+        nuts = _cumulative(stats, "step_methods/arraystep.py", "step")
         gradients = _cumulative(stats, "hmc/integration.py", "func")
-        gibbs = _cumulative(stats, "pymc_unbounded_dp/conjugate.py", "step")
-        records = _cumulative(stats, "pymc_unbounded_dp/steps.py", "step")
-        propose = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "_propose_at")
-        set_records = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "set_records")
-        log_prior_n = _cumulative(stats, "pymc_unbounded_dp/_compile.py", "_log_prior_at")
+        gibbs = _cumulative_of(stats, ConjugateGibbs.step)
+        records = _cumulative_of(stats, RecordsStep.step)
+        propose = _cumulative_of(stats, CompiledTable._propose_at)
+        set_records = _cumulative_of(stats, CompiledTable.set_records)
+        log_prior_n = _cumulative_of(stats, CompiledTable._log_prior_at)
         n_grad = _calls(stats, "hmc/integration.py", "func")
         parts = {
             "NUTS: logp + gradient evaluations": gradients,
-            "NUTS: tree building, adaptation (Python)": nuts - gradients,
+            "NUTS: tree building, adaptation, point mapping (PyMC, Python)": nuts - gradients,
             "ConjugateGibbs: sufficient statistics, draws, transforms": gibbs,
             "records: proposals (PyTensor propose)": propose,
             "records: log prior of n": log_prior_n,
@@ -238,7 +331,11 @@ def profile(quick: bool) -> tuple[list[Row], dict]:
             - set_records
             - log_prior_n,
             "records: set_records (write PyMC containers)": set_records,
-            "PyMC: compound step, point/trace handling": loop - nuts - gibbs - records,
+            "augmentation step itself: lp, release guard, compound step": augmentation
+            - records
+            - nuts
+            - gibbs,
+            "PyMC: point/trace handling": loop - augmentation,
         }
         section = f"{PROFILE}, {label}"
         note = f"{iterations} iterations under cProfile (which adds overhead)"
@@ -279,10 +376,11 @@ def _step_times(model, tune: int, draws: int, label: str, parameter_step) -> lis
     totals: dict[str, float] = {}
     with model:
         inner = regression_conjugate_step(model) if parameter_step else None
-        step = pmdp.ReversibleJump(inner) if inner else pmdp.ReversibleJump()
+        step = pmdp.ReversibleJump(inner, interweave=False)
         _warm_up(step)
         for method in step.methods:
             method.step = _timing_wrapper(method.step, type(method).__name__, totals)
+        step.step = _timing_wrapper(step.step, WRAPPER, totals)
         start = time.process_time()
         idata = pm.sample(draws=draws, tune=tune, step=step, random_seed=2, **SAMPLE)
         total = time.process_time() - start
@@ -297,14 +395,15 @@ def _step_times(model, tune: int, draws: int, label: str, parameter_step) -> lis
             "CPU time, no profiler",
         )
     ]
+    # the augmentation step's own work: its whole step less the sub-steps it runs
+    totals[WRAPPER] -= sum(seconds for name, seconds in totals.items() if name != WRAPPER)
     for name, seconds in totals.items():
         note = f"{100 * seconds / total:.0f}%"
         if name == "NUTS":
             steps = float(idata["sample_stats"]["n_steps"].values.mean())
             note += f"; {steps:.1f} leapfrog steps per iteration"
-        rows.append(
-            Row(section, f"{name}.step", 1e3 * seconds / iterations, "ms/iteration", "", note)
-        )
+        metric = WRAPPER if name == WRAPPER else f"{name}.step"
+        rows.append(Row(section, metric, 1e3 * seconds / iterations, "ms/iteration", "", note))
     rest = total - sum(totals.values())
     rows.append(
         Row(
@@ -317,6 +416,9 @@ def _step_times(model, tune: int, draws: int, label: str, parameter_step) -> lis
         )
     )
     return rows
+
+
+WRAPPER = "ReversibleJump.step itself (lp, release guard, compound step)"
 
 
 def _timing_wrapper(function, name: str, totals: dict):
@@ -342,10 +444,13 @@ def _components(model) -> list[Row]:
     gibbs = regression_conjugate_step(model)
     point = model.initial_point()
     gibbs_s = best_time(lambda: gibbs.step(point), 5, 0.2)
-    free = [v for v in model.value_vars if v.name != compiled.n_value_name]
-    logp_dlogp = model.logp_dlogp_function(free, ravel_inputs=True)
+    # the gradient NUTS evaluates inside the augmentation step: the model without the release
+    # terms, compiled as the step compiles it
+    with model:
+        nuts = pmdp.ReversibleJump(interweave=False).methods[1]
+    logp_dlogp = nuts._logp_dlogp_func
     logp_dlogp.set_extra_values({compiled.n_value_name: point[compiled.n_value_name]})
-    q = np.concatenate([np.ravel(point[v.name]) for v in free])
+    q = np.concatenate([np.ravel(point[v.name]) for v in nuts.vars])
     gradient_s = best_time(lambda: logp_dlogp(q), 5, 0.2)
     return [
         Row(

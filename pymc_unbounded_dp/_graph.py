@@ -18,7 +18,13 @@ from pytensor.raise_op import CheckAndRaise
 from pytensor.tensor.basic import Join, MakeVector
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.math import Dot
-from pytensor.tensor.random.basic import BernoulliRV, HalfNormalRV, NegBinomialRV, StudentTRV
+from pytensor.tensor.random.basic import (
+    BernoulliRV,
+    HalfNormalRV,
+    NegBinomialRV,
+    NormalRV,
+    StudentTRV,
+)
 from pytensor.tensor.shape import Reshape, Shape, Shape_i, SpecifyShape
 from pytensor.tensor.subtensor import Subtensor
 
@@ -49,6 +55,16 @@ class _BernoulliFromUniform(BernoulliRV):
         return rng.random(_draw_shape(size, p)) < p
 
 
+class _NormalFromStandard(NormalRV):
+    """``loc + scale * z`` with ``z ~ N(0, 1)``: ``Generator.normal``'s own arithmetic, without its
+    check of the scales (a NumPy ``any`` call, a few microseconds per draw call); the same draws
+    bit for bit."""
+
+    @classmethod
+    def rng_fn(cls, rng, loc, scale, size):
+        return loc + scale * rng.standard_normal(_draw_shape(size, loc, scale))
+
+
 class _HalfNormalFromNormal(HalfNormalRV):
     """``loc + scale * |z|`` with ``z ~ N(0, 1)``."""
 
@@ -75,6 +91,7 @@ class _NegBinomialFromNumPy(NegBinomialRV):
 
 
 _NUMPY_DRAWS = {
+    NormalRV: _NormalFromStandard,
     BernoulliRV: _BernoulliFromUniform,
     HalfNormalRV: _HalfNormalFromNormal,
     StudentTRV: _StudentTFromNumPy,
@@ -84,7 +101,8 @@ _NUMPY_DRAWS = {
 
 @node_rewriter(list(_NUMPY_DRAWS))
 def numpy_draws(fgraph, node):
-    """Draw with one NumPy call where PyTensor goes through ``scipy.stats`` (same distribution).
+    """Draw with one NumPy call where PyTensor goes through ``scipy.stats`` (same distribution),
+    and normals without NumPy's check of the scales (same draws).
 
     ``scipy.stats`` costs ~25 us per call in argument checks and ~13 ns per Bernoulli draw, against
     ~3 ns for ``u < p``: at a thousand records that is most of a record sweep.

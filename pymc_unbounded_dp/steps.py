@@ -27,7 +27,10 @@ import pymc as pm
 from pymc.model import modelcontext
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
 from pymc.step_methods import NUTS, STEP_METHODS
+from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
+from pytensor.compile.mode import get_default_mode
+from pytensor.link.vm import VMLinker
 
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
@@ -129,6 +132,7 @@ class RecordsStep(BlockedStep):
         self.stats_dtypes_shapes = stats
         self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
         self._states: list[kernels.RecordState] | None = None
+        self._targets: list[kernels.RecordTarget] = []
         self._published: list[list[np.ndarray]] = []
         self._iteration = 0
 
@@ -165,7 +169,7 @@ class RecordsStep(BlockedStep):
 
     def step(self, point):
         tables = self.compiled.tables
-        targets = [table.record_target(point) for table in tables]
+        self._targets = targets = [table.record_target(point) for table in tables]
         if self._states is None:
             self._states = [
                 kernels.init(target, table.n_at(point), self.rng)
@@ -204,6 +208,14 @@ class RecordsStep(BlockedStep):
             stats["records"] = self.kept_records() if keep else None
             self._iteration += not self.tune
         return point, [stats]
+
+    def release_log_density(self) -> float:
+        """``log eta_s(s_dp - T(x)) + log eta_n(n_dp - n)`` of every table at the records and
+        ``n`` of its last step (:func:`~pymc_unbounded_dp.kernels.release_log_density`)."""
+        return sum(
+            kernels.release_log_density(target, state)
+            for target, state in zip(self._targets, self._states)
+        )
 
     def kept_records(self) -> dict[str, np.ndarray]:
         """A copy of the records in the model's containers, by record name (the ``records``
@@ -360,11 +372,7 @@ def _parameter_steps(
 ) -> list[BlockedStep]:
     """The given parameter steps plus PyMC's own choice for parameters they leave out (of those
     in ``only``, value variables, if given); ``table_laws``: their target at the sums level."""
-    if given is None:
-        given = []
-    elif isinstance(given, BlockedStep | CompoundStep):
-        given = [given]
-    given = [s for step in given for s in flatten_steps(step)]
+    given = _given_steps(given)
     n_names = set(compiled.n_value_names)
     for step in given:
         claimed = n_names & {v.name for v in step.vars}
@@ -398,6 +406,7 @@ def _parameter_steps(
     independent = selected.pop(NUTS, []) if collapsed else []
     if not provided and not selected and not independent:
         return []
+    step_kwargs = _gradient_step_options(selected, step_kwargs)
     with _without_release_terms(model, compiled, table_laws):
         steps = []
         if provided or selected:
@@ -410,6 +419,44 @@ def _parameter_steps(
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))
     return steps
+
+
+def _given_steps(given) -> list[BlockedStep]:
+    """``parameter_step`` (a step, a compound step, a list of them or ``None``) as a flat list."""
+    if given is None:
+        return []
+    if isinstance(given, BlockedStep | CompoundStep):
+        given = [given]
+    return [s for step in given for s in flatten_steps(step)]
+
+
+def _gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
+    """``step_kwargs`` with the compile options of the gradient-based steps PyMC will build
+    (NUTS, HamiltonianMC), unless given otherwise.
+
+    * ``trust_input=True``. PyMC sets ``trust_input`` on their ``ValueGradFunction``, an
+      attribute the compiled PyTensor function never reads (PyMC 5.28 and 6.4): every leapfrog
+      step then re-checks its input, 2-3 us of a 6-60 us gradient. The input is always PyMC's own
+      raveled float vector of the step's dtype (``DictToArrayBijection`` and the integrator's
+      copies of it), which the checks would accept unchanged.
+    * On PyTensor's virtual machines (PyMC 5's default C backend), PyTensor's default mode with
+      ``allow_gc=False``: the intermediate arrays of a gradient are kept between calls and
+      reused instead of allocated again at every leapfrog step (one gradient of the paper's
+      regression: 60 -> 49 us; the same arithmetic). The price is memory: the intermediates stay
+      allocated, a few arrays of the records' length. PyMC 6 compiles with numba, which has no
+      such intermediates.
+
+    Both are keywords of the step that reach ``pytensor.function``.
+    """
+    options: dict = {"trust_input": True}
+    mode = get_default_mode()
+    if isinstance(mode.linker, VMLinker):
+        options["mode"] = mode.clone(link_kwargs={"allow_gc": False})
+    kwargs = dict(step_kwargs or {})
+    for cls in selected:
+        if issubclass(cls, GradientSharedStep):
+            kwargs[cls.name] = {**options, **kwargs.get(cls.name, {})}
+    return kwargs
 
 
 @contextmanager
@@ -570,8 +617,21 @@ class DataAugmentation(CompoundStep):
             sums_step = leaf if table_laws is not None else None
             methods.append(ReleaseLogLikelihood(claimed, compiled, sums_step, model=model))
         super().__init__(methods)
-        self._log_density = ModelLogDensity(compiled, leaf if table_laws is not None else None)
         self._logp_slots = [i for i, d in enumerate(self.stats_dtypes) if "model_logp" in d]
+        # NUTS built here (its target without the release terms) as the last move: its lp at the
+        # final state plus the release terms is the model's log density there
+        last = methods[-1]
+        own_nuts = isinstance(last, NUTS) and all(
+            last is not s for s in _given_steps(parameter_step)
+        )
+        self._parameter_lp_slot = (
+            len(self.stats_dtypes) - 1 if table_laws is None and own_nuts else None
+        )
+        self._log_density = (
+            ModelLogDensity(compiled, leaf if table_laws is not None else None)
+            if self._parameter_lp_slot is None
+            else None
+        )
         self._records_slot = next(
             (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
         )
@@ -584,7 +644,11 @@ class DataAugmentation(CompoundStep):
             # PyMC's compound step keeps the last step's `model_logp` only, and NUTS's leaves out
             # the release terms and predates the moves after it: lp is the model's log density
             # at the state the iteration ends in (see pymc_unbounded_dp._log_density).
-            log_density = self._log_density(point)
+            slot = self._parameter_lp_slot
+            if slot is None:
+                log_density = self._log_density(point)
+            else:
+                log_density = stats[slot]["model_logp"] + self.records_step.release_log_density()
             for slot in self._logp_slots:
                 stats[slot]["model_logp"] = log_density
             slot = self._records_slot

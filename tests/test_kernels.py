@@ -327,6 +327,25 @@ def test_bounded_sweep_refreshes_only():
 # --------------------------------------------------------------------------------------------------
 # on a model
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("unbounded", [True, False], ids=["unbounded", "bounded"])
+def test_release_log_density_is_the_noise_density_at_the_residual_and_n(unbounded):
+    target = make_target(unbounded=unbounded)
+    state = kernels.init(target, 3, np.random.default_rng(0))
+    expected = log_eta(RELEASED - TABLE[:3].sum(axis=0))
+    if unbounded:
+        expected += N_MECHANISM.logpdf(N_DP - 3)
+    assert kernels.release_log_density(target, state) == pytest.approx(expected, rel=1e-14)
+
+
+@pytest.mark.parametrize("columns", [1, 2, 9])
+def test_totals_are_numpys_sums_bit_for_bit(columns):
+    """The residual is recomputed from the statistics as NumPy would: the same chain."""
+    rng = np.random.default_rng(columns)
+    stats_ = rng.standard_normal((300, columns)) * 10.0 ** rng.uniform(-3, 6, (300, columns))
+    for n in (0, 1, 17, 255):
+        np.testing.assert_array_equal(records._totals(stats_, n), stats_[:n].sum(axis=0))
+
+
 @pytest.fixture(scope="module")
 def unbounded_two_variable_model():
     with pm.Model() as model:

@@ -748,7 +748,7 @@ def test_noise_arrays_number_distinct_user_defined_mechanisms_and_flag_laplace_o
     assert NoiseArrays.of([pmdp.Laplace(scale=1.0), pmdp.Laplace(scale=3.0)], [1, 2]).laplace_only
     for other in (pmdp.Gaussian(sigma=1.0), pmdp.DiscreteLaplace(scale=1.0), a):
         assert not NoiseArrays.of([pmdp.Laplace(scale=1.0), other], [1, 1]).laplace_only
-    assert NoiseArrays.of([], []).custom is _noise._no_custom
+    assert NoiseArrays.of([], []).custom is None
 
 
 def test_a_python_log_density_reports_its_first_error_once():

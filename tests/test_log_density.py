@@ -89,3 +89,17 @@ def test_lp_at_the_sums_level_is_the_joint_with_the_records_summed_out(model):
     if "n" in posterior:
         expected += N_MECHANISM.logpdf(30 - n)  # flat prior on n >= 0: log g(n) = 0
     np.testing.assert_allclose(stats["lp"].values[0], expected, rtol=1e-7)
+
+
+def test_lp_after_the_package_nuts_takes_its_lp_and_adds_the_release_terms(model):
+    """NUTS built by the package, last: its lp plus the kernels' release terms (checked against
+    the model's density above, ``plain``); the model's whole density is not compiled."""
+    from pymc_unbounded_dp.steps import augmentation_step
+
+    step = augmentation_step(model, interweave=False, augment="records")
+    with model:
+        pm.sample(step=step, random_seed=5, **SAMPLE)
+    assert step._log_density is None and step._parameter_lp_slot is not None
+    with_interweave = augmentation_step(model, interweave=True, augment="records")
+    assert with_interweave._parameter_lp_slot is None  # the move after NUTS changes the state
+    assert with_interweave._log_density is not None

@@ -6,6 +6,7 @@ import pytensor.tensor as pt
 import pytest
 from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of
 from oracles import bernoulli_posterior, normal_posterior, two_variable_posterior
+from pytensor.link.vm import VMLinker
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.blocks import records_in_containers
@@ -208,6 +209,12 @@ def test_parameter_steps_leave_out_the_release_terms(small_model):
     assert "logp" not in vars(small_model)  # the shadowing attribute is gone again
     nuts = step.methods[1]
     assert isinstance(nuts, pm.NUTS)
+    # PyMC's own trust_input never reaches the compiled function; the package passes it there,
+    # and keeps the gradient's intermediates between calls on PyTensor's virtual machines
+    gradient = nuts._logp_dlogp_func._pytensor_function
+    assert gradient.trust_input
+    if isinstance(gradient.maker.linker, VMLinker):  # PyMC 5 (PyMC 6 compiles with numba)
+        assert not gradient.maker.linker.allow_gc
     point = small_model.initial_point()
     point["theta_logodds__"] = np.asarray(0.3)
     logp_dlogp = nuts._logp_dlogp_func

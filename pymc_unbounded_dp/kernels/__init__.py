@@ -19,6 +19,7 @@ from pymc_unbounded_dp.kernels.records import (
     default_n_moves,
     init,
     refresh,
+    release_log_density,
     sweep,
 )
 
@@ -34,5 +35,6 @@ __all__ = [
     "interweave",
     "records",
     "refresh",
+    "release_log_density",
     "sweep",
 ]
