@@ -12,7 +12,10 @@ with one ``n`` and the sums released from them); each gets a :class:`CompiledTab
   ``n_dp``) in the array form the compiled kernels read;
 * ``record_target(point)``: the released values, the noise, the proposal and the log prior of the
   latent ``n`` at the parameters in ``point``, as the plain
-  :class:`~pymc_unbounded_dp.kernels.RecordTarget` the record kernels take.
+  :class:`~pymc_unbounded_dp.kernels.RecordTarget` the record kernels take;
+* ``set_records(records)``: the one way the steps write records into the model's containers
+  (what PyMC's logp reads), counted by ``version`` so that a step can tell whether another step
+  wrote since it last did.
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ class CompiledTable:
     _propose: object
     _log_prior_n: object | None  # None: flat prior on n >= 0
     _statistics: object | None = None  # compiled on first use by `statistics`
+    #: How many times :meth:`set_records` has written the containers.
+    version: int = field(default=0, repr=False)
 
     @property
     def sample_size(self) -> SampleSizeSpec | None:
@@ -163,9 +168,14 @@ class CompiledTable:
         return [spec.data.get_value(borrow=True) for spec in self.spec.records]
 
     def set_records(self, records: list[np.ndarray]) -> None:
-        """Put imputed records into the model's record containers (what PyMC's logp reads)."""
+        """Put records of this table (in the order of :attr:`record_names`) into the model's
+        record containers (what PyMC's logp reads), and count the write in :attr:`version`.
+
+        Every write of the containers goes through here: the records step, the interweaving
+        moves and the tests."""
         for spec, values in zip(self.spec.records, records):
             spec.data.set_value(np.asarray(values, dtype=spec.data.dtype), borrow=True)
+        self.version += 1
 
 
 @dataclass(eq=False)
@@ -210,6 +220,13 @@ class CompiledModel:
                 f"{len(self.tables)} ({labels}). Use pmdp.sample for models with several tables."
             )
         return self.tables[0]
+
+    def set_records(self, records: list[np.ndarray]) -> None:
+        """Put records of every record variable (in the order of :attr:`record_names`) into the
+        model's containers, table by table (:meth:`CompiledTable.set_records`)."""
+        by_name = dict(zip(self.record_names, records))
+        for table in self.tables:
+            table.set_records([by_name[name] for name in table.record_names])
 
     def reseed(self, seed: int) -> None:
         """Seed every table's proposal generators (distinct streams derived from ``seed``)."""

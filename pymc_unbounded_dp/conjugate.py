@@ -47,11 +47,11 @@ import pymc as pm
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
-from pymc.step_methods.compound import BlockedStep, Competence
 from pytensor.graph.replace import clone_replace
 from scipy import special
 
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._pymc_bridge import PackageStep
 
 __all__ = [
     "ConjugateGibbs",
@@ -67,7 +67,7 @@ __all__ = [
 Update = Callable[[np.random.Generator, Mapping[str, np.ndarray], Mapping[str, np.ndarray]], dict]
 
 
-class ConjugateGibbs(BlockedStep):
+class ConjugateGibbs(PackageStep):
     """A PyMC step drawing some parameters exactly from their conditional given the records.
 
     Parameters
@@ -179,22 +179,6 @@ class ConjugateGibbs(BlockedStep):
             return fn(*args)
 
         return write
-
-    # -- chain bookkeeping, as for the record step
-    def set_rng(self, rng) -> None:
-        self.rng = np.random.default_rng(rng)
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        """Called by PyMC at the start of each chain: the chain tunes again (``stop_tuning`` ends
-        it), also for the next chain of ``cores=1`` run through this step."""
-        self.tune = True
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
     def step(self, point):
         records = {

@@ -259,8 +259,7 @@ class DirichletInterweave(ParameterMove):
         if not info.accepted:
             return point, [self._stats(0, steps)]
         point = self._with_position(point, state.position)
-        for spec, x in zip(compiled.blocks.records, state.extra):
-            spec.data.set_value(np.asarray(x, dtype=spec.data.dtype), borrow=True)
+        compiled.set_records(state.extra)
         return point, [self._stats(info.accepted, steps)]
 
     def check_shared_concentration(self, point: dict) -> None:

@@ -35,10 +35,10 @@ import pymc as pm
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
-from pymc.step_methods.compound import BlockedStep, Competence
 
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE
+from pymc_unbounded_dp._pymc_bridge import PackageStep
 from pymc_unbounded_dp.kernels import interweave as rw
 from pymc_unbounded_dp.kernels._noise import residual_log_density
 from pymc_unbounded_dp.noncentred import (
@@ -76,36 +76,22 @@ def moving_parameters(model: pm.Model, compiled: CompiledModel) -> list:
     return [v for v in model.value_vars if v.name not in n_names and v.dtype.startswith("float")]
 
 
-class ParameterMove(BlockedStep):
-    """What the moves of the parameters with the records held fixed share: the chain bookkeeping
-    PyMC calls (``set_rng`` on PyMC 5, ``setup_chain`` on PyMC 6, ``reset_tuning``,
-    ``stop_tuning``), no automatic assignment (``competence``), and the flat vector of the moving
-    parameters ``_names`` (``_layout``, ``_with_position``). A subclass sets ``rng``, ``tune``,
-    ``_names`` and the per-chain state ``_tuner`` and ``_slices``, and may extend
-    :meth:`set_rng` to reset more."""
+class ParameterMove(PackageStep):
+    """What the moves of the parameters with the records held fixed share besides the step
+    plumbing (:class:`~pymc_unbounded_dp._pymc_bridge.PackageStep`): the per-chain tuner and the
+    flat vector of the moving parameters ``_names`` (``_layout``, ``_with_position``). A subclass
+    sets ``rng``, ``tune``, ``_names``, and ``_tuner`` and ``_slices`` to ``None`` (they are built
+    at the chain's first step and dropped at the start of the next chain)."""
 
-    rng: np.random.Generator
-    tune: bool
     _names: tuple[str, ...]
+    _tuner: rw.Tuner | None
+    _slices: dict | None
 
-    # -- chain bookkeeping (PyMC 5: set_rng; PyMC 6: setup_chain; both: reset_tuning) -------------
-    def set_rng(self, rng) -> None:
-        self.rng = np.random.default_rng(rng)
+    def start_chain(self, rng) -> None:
+        """A new chain: its generator, and tuning from scratch."""
+        super().start_chain(rng)
         self._tuner = None
         self._slices = None
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        self.tune = True
-
-    def stop_tuning(self) -> None:
-        self.tune = False
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
     # -- the flat vector of the moving parameters ------------------------------------------------
     def _with_position(self, point: dict, flat: np.ndarray) -> dict:
@@ -250,7 +236,6 @@ class Interweave(ParameterMove):
             )
         self.backend = backend
         self.switch_off = bool(switch_off)
-        self._ancillary: list[np.ndarray] | None = None
         self._flat_target = self._numba_target(model)
         self._log_prior = (
             None if self.noncentred is not None else self._compile_log_prior(model, compiled)
@@ -297,10 +282,6 @@ class Interweave(ParameterMove):
         )
         return compile_pymc(model.value_vars, log_prior, on_unused_input="ignore", mode=KERNEL_MODE)
 
-    def set_rng(self, rng) -> None:
-        super().set_rng(rng)
-        self._ancillary = None
-
     # -- the move ------------------------------------------------------------------------------
     def step(self, point):
         compiled = self.compiled
@@ -337,13 +318,13 @@ class Interweave(ParameterMove):
         if steps == 0:
             return point, [self._stats(0, 0)]
         if self._flat_target is not None:
-            args = self._compiled_arguments(point)
+            args, ancillary = self._compiled_arguments(point)
             state = rw.init_compiled(flat, self._flat_target.fn, args)
             state, info = rw.step_compiled(
                 self.rng, state, self._flat_target.fn, args, self._tuner.params, steps
             )
         else:
-            log_density, state = self._target(point, records, flat)
+            log_density, state, ancillary = self._target(point, records, flat)
             state, info = rw.step(self.rng, state, log_density, self._tuner.params, steps)
         if self.tune:
             centred = None if self._last_exit is None else flat - self._last_exit
@@ -353,12 +334,11 @@ class Interweave(ParameterMove):
             return point, [self._stats(0, steps)]
         point = self._with_position(point, state.position)
         new_records = (
-            self.noncentred.records(self.noncentred.values(point), self._ancillary)
+            self.noncentred.records(self.noncentred.values(point), ancillary)
             if self.noncentred is not None
             else state.extra
         )
-        for spec, values in zip(compiled.blocks.records, new_records):
-            spec.data.set_value(np.asarray(values, dtype=spec.data.dtype), borrow=True)
+        compiled.set_records(new_records)
         return point, [self._stats(info.accepted, steps)]
 
     def _stats(self, accepted: int, steps: int) -> dict:
@@ -402,18 +382,20 @@ class Interweave(ParameterMove):
         )
         return target
 
-    def _compiled_arguments(self, point: dict) -> tuple:
-        """The numba target's arguments after the flat vector, with fresh ancillaries."""
+    def _compiled_arguments(self, point: dict) -> tuple[tuple, list[np.ndarray]]:
+        """The numba target's arguments after the flat vector, and the fresh ancillaries in
+        them."""
         nc = self.noncentred
-        self._ancillary = nc.ancillary(nc.values(point), self.rng)
-        return self._flat_target.arguments(point, self._ancillary)
+        ancillary = nc.ancillary(nc.values(point), self.rng)
+        return self._flat_target.arguments(point, ancillary), ancillary
 
     def _target(self, point: dict, records: list, flat: np.ndarray):
-        """The log-density function of the move and the state at the current point."""
+        """The log-density function of the move, the state at the current point, and the fresh
+        ancillaries the non-centred target holds fixed (``None`` for the full-refresh move)."""
         if self.noncentred is not None:
             nc = self.noncentred
             values = nc.values(point)
-            self._ancillary = nc.ancillary(values, self.rng)
+            ancillary = nc.ancillary(values, self.rng)
             # Fill the moving parameters of `values` in place from each proposed flat vector.
             layout = self._layout(point)
             slots = [
@@ -424,9 +406,9 @@ class Interweave(ParameterMove):
             def log_density(position):
                 for index, start, stop, shape, dtype in slots:
                     values[index] = position[start:stop].reshape(shape).astype(dtype, copy=False)
-                return nc.log_target(values, self._ancillary), None
+                return nc.log_target(values, ancillary), None
 
-            return log_density, rw.init(flat, log_density)
+            return log_density, rw.init(flat, log_density), ancillary
 
         compiled = self.compiled
 
@@ -454,7 +436,7 @@ class Interweave(ParameterMove):
             log_release(table, table.statistics(table_records))
             for table, table_records in zip(compiled.tables, records)
         )
-        return log_density, rw.RWState(flat, current, None)
+        return log_density, rw.RWState(flat, current, None), None
 
 
 def _flat_layout(point: dict, names: tuple[str, ...]) -> dict[str, tuple]:

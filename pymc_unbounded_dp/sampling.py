@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._keywords import check_keywords
+from pymc_unbounded_dp._pymc_bridge import LEGACY_SAMPLE_KEYWORDS, step_method_names
 from pymc_unbounded_dp.steps import augmentation_step
 from pymc_unbounded_dp.sums import (
     LATENT_SUM_ROLE,
@@ -25,8 +26,6 @@ from pymc_unbounded_dp.sums import (
 
 __all__ = ["sample", "stack_log_likelihood"]
 
-_STEP_NAMES = {cls.name for cls in pm.step_methods.STEP_METHODS}
-
 
 def _named_parameters(function) -> frozenset[str]:
     parameters = inspect.signature(function).parameters.items()
@@ -36,11 +35,7 @@ def _named_parameters(function) -> frozenset[str]:
 #: The keywords ``pm.sample`` takes besides step options by step name: its own parameters (read
 #: from PyMC's ``pm.sample`` at import), ``target_accept`` (NUTS's, through its ``**kwargs``)
 #: and, on PyMC 5, ``start`` (the old name of ``initvals``).
-_PM_SAMPLE_KEYWORDS = (
-    _named_parameters(pm.sample)
-    | {"target_accept"}
-    | ({"start"} if pm.__version__.startswith("5.") else set())
-)
+_PM_SAMPLE_KEYWORDS = _named_parameters(pm.sample) | {"target_accept"} | LEGACY_SAMPLE_KEYWORDS
 
 
 def sample(
@@ -165,7 +160,8 @@ def sample(
             f"`blas_threads` must be a positive integer or None, got {blas_threads!r}."
         )
     _check_draws(draws, tune, chains, cores)
-    step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in _STEP_NAMES}
+    step_names = step_method_names()
+    step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in step_names}
     if "target_accept" in kwargs:  # as pm.sample: an option of NUTS
         step_kwargs.setdefault("nuts", {}).setdefault("target_accept", kwargs.pop("target_accept"))
     idata_kwargs = dict(kwargs.pop("idata_kwargs", None) or {})
@@ -293,12 +289,10 @@ def stack_log_likelihood(idata, *, var_name: str = "releases", dim: str = "relea
 def _check_sample_keywords(kwargs: dict) -> None:
     """Refuse a keyword that neither :func:`sample` nor ``pm.sample`` takes, naming it (PyMC
     would take it for a step's options and answer about ``step_kwargs`` and ``nuts``)."""
-
-    steps = {cls.name for cls in pm.step_methods.STEP_METHODS}
     check_keywords(
         "pmdp.sample()",
         kwargs,
-        [*_named_parameters(sample), *_PM_SAMPLE_KEYWORDS, *steps],
+        [*_named_parameters(sample), *_PM_SAMPLE_KEYWORDS, *step_method_names()],
         "It takes its own arguments, pm.sample's, and a step's options by the step's name "
         "(e.g. nuts={'target_accept': 0.9}).",
     )

@@ -10,25 +10,25 @@ the way ``pm.sample`` chooses) then update the parameters given those records. U
 ``RecordsStep`` owns ``n``; under bounded DP there is no latent variable to own, so it claims the
 parameters it conditions on (it never changes them) and the parameter steps update them.
 
-The record state belongs to the chain: PyMC hands each chain its generator through ``set_rng``
-(PyMC 5) or ``setup_chain`` (PyMC 6), and the step then re-imputes the records from the model at
-the chain's starting point, so chains never share records, also when ``cores=1`` runs them through
-the same step object.
+The record state belongs to the chain: PyMC hands each chain its generator at the chain's start
+(:meth:`~pymc_unbounded_dp._pymc_bridge.PackageStep.start_chain`), and the step then re-imputes the
+records from the model at the chain's starting point, so chains never share records, also when
+``cores=1`` runs them through the same step object. What the steps need from PyMC's internals
+(the step assignment, its list of step methods, the log density without the release terms) goes
+through :mod:`pymc_unbounded_dp._pymc_bridge`.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from contextlib import contextmanager
 
 import numpy as np
 import pymc as pm
 from pymc.model import modelcontext
-from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
-from pymc.step_methods import NUTS, STEP_METHODS
+from pymc.step_methods import NUTS
 from pymc.step_methods.arraystep import GradientSharedStep
-from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
+from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep
 from pytensor.compile.mode import get_default_mode
 from pytensor.link.vm import VMLinker
 
@@ -36,6 +36,16 @@ from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._keywords import check_keywords, named_keywords
 from pymc_unbounded_dp._log_density import ModelLogDensity
+from pymc_unbounded_dp._pymc_bridge import (
+    PackageStep,
+    assign_steps,
+    flat_steps,
+    instantiate_steps,
+    logp_restricted_to,
+    register_step_method,
+    step_method_names,
+    step_methods,
+)
 from pymc_unbounded_dp.blocks import (
     check_releases,
     is_private_model_variable,
@@ -68,7 +78,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 
-class RecordsStep(BlockedStep):
+class RecordsStep(PackageStep):
     """Impute the latent records (and move ``n``): the kernel half of the augmentation steps.
 
     Not meant to be used alone; :class:`DataAugmentation` and :class:`ReversibleJump` build it.
@@ -122,18 +132,16 @@ class RecordsStep(BlockedStep):
         self.keep_records = keep_records
         self.tune = True
         self.rng = np.random.default_rng(rng)
-        stats = dict(self.stats_dtypes_shapes)
-        if compiled.unbounded:
-            stats.update(self._unbounded_stats)
+        extra = dict(self._unbounded_stats) if compiled.unbounded else {}
         if keep_records:
-            stats["records"] = (object, None)
+            extra["records"] = (object, None)
         if model_logp:
-            stats["model_logp"] = MODEL_LOGP_STAT
-        self.stats_dtypes_shapes = stats
-        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+            extra["model_logp"] = MODEL_LOGP_STAT
+        self._add_stats(extra)
         self._states: list[kernels.RecordState] | None = None
         self._targets: list[kernels.RecordTarget] = []
-        self._published: list[list[np.ndarray]] = []
+        # each table's record version (CompiledTable.version) after this step's last write
+        self._versions: list[int] = []
         self._iteration = 0
 
     def _initial_n_moves(self) -> list[int]:
@@ -147,25 +155,14 @@ class RecordsStep(BlockedStep):
             for t in self.compiled.tables
         ]
 
-    # -- chain bookkeeping: PyMC 5 calls set_rng, PyMC 6 setup_chain, at the start of every chain
-    def set_rng(self, rng) -> None:
+    def start_chain(self, rng) -> None:
+        """A new chain: its generator, and records imputed afresh at its first step."""
         # The releases may have been changed by pm.set_data since this step was built.
         check_releases(self.compiled.model)
-        self.rng = np.random.default_rng(rng)
+        super().start_chain(rng)
         self._states = None
         self._iteration = 0
         self.n_moves = self._initial_n_moves()
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        """Called by PyMC at the start of each chain (``stop_tuning`` ends the tuning phase)."""
-        self.tune = True
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
     def step(self, point):
         tables = self.compiled.tables
@@ -197,7 +194,7 @@ class RecordsStep(BlockedStep):
             if table.n_value_name is not None:
                 name = table.n_value_name
                 point[name] = np.asarray(self._states[k].n, dtype=point[name].dtype)
-        self._published = [table.current_records() for table in tables]
+        self._versions = [table.version for table in tables]
         stats = {"tune": self.tune, "refresh_accept_rate": _rate(totals[0], totals[1])}
         if self.compiled.unbounded:
             stats["birth_accept_rate"] = _rate(totals[2], totals[3])
@@ -229,11 +226,12 @@ class RecordsStep(BlockedStep):
 
     def _adopt_changed_records(self) -> None:
         """Take over records that another step (:class:`~pymc_unbounded_dp.Interweave`) wrote into
-        the model's containers since this step published its own (same ``n``)."""
-        for table, state, published in zip(self.compiled.tables, self._states, self._published):
-            current = table.current_records()
-            if all(a is b for a, b in zip(current, published)):
+        the model's containers (:meth:`~pymc_unbounded_dp._compile.CompiledTable.set_records`)
+        since this step wrote its own (same ``n``)."""
+        for table, state, seen in zip(self.compiled.tables, self._states, self._versions):
+            if table.version == seen:
                 continue
+            current = table.current_records()
             n = state.n
             if any(c.shape[0] != n for c in current):
                 raise RuntimeError(
@@ -245,7 +243,7 @@ class RecordsStep(BlockedStep):
             state.stats[:n] = table.statistics(current)
 
 
-class ReleaseLogLikelihood(BlockedStep):
+class ReleaseLogLikelihood(PackageStep):
     """Record the log-density of every released value given the iteration's records.
 
     The last step of an augmentation step asked for log-likelihoods: for each released sum, per
@@ -277,12 +275,7 @@ class ReleaseLogLikelihood(BlockedStep):
         stats.update(
             {f"log_likelihood_{n.name}_dp": (np.float64, []) for n in compiled.blocks.sample_sizes}
         )
-        self.stats_dtypes_shapes = stats
-        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
+        self._add_stats(stats)
 
     def step(self, point):
         model, stats = self.compiled.model, {}
@@ -372,7 +365,7 @@ def _parameter_steps(
 ) -> list[BlockedStep]:
     """The given parameter steps plus PyMC's own choice for parameters they leave out (of those
     in ``only``, value variables, if given); ``table_laws``: their target at the sums level."""
-    given = _given_steps(given)
+    given = flat_steps(given)
     n_names = set(compiled.n_value_names)
     for step in given:
         claimed = n_names & {v.name for v in step.vars}
@@ -387,8 +380,7 @@ def _parameter_steps(
                 "which the sums level (augment='sums') never imputes; leave the parameters to "
                 "PyMC's steps (NUTS) there, or sample with augment='records'."
             )
-    methods = [m for m in STEP_METHODS if m is not PrivateDataStep]
-    provided, selected = assign_step_methods(model, given or None, methods=methods)
+    provided, selected = assign_steps(model, given, step_methods(excluding=(PrivateDataStep,)))
     allowed = None if only is None else {v.name for v in only}
     selected = {
         cls: [
@@ -410,24 +402,11 @@ def _parameter_steps(
     with _without_release_terms(model, compiled, table_laws):
         steps = []
         if provided or selected:
-            built = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
-            # one step, or a list of them (several given steps, e.g. two steps on the same
-            # parameters), which flatten_steps does not take
-            built = built if isinstance(built, list) else [built]
-            steps = [s for step in built for s in flatten_steps(step)]
+            steps = instantiate_steps(model, provided, selected, step_kwargs)
         if independent:
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))
     return steps
-
-
-def _given_steps(given) -> list[BlockedStep]:
-    """``parameter_step`` (a step, a compound step, a list of them or ``None``) as a flat list."""
-    if given is None:
-        return []
-    if isinstance(given, BlockedStep | CompoundStep):
-        given = [given]
-    return [s for step in given for s in flatten_steps(step)]
 
 
 def _gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
@@ -459,11 +438,11 @@ def _gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
     return kwargs
 
 
-@contextmanager
 def _without_release_terms(
     model: pm.Model, compiled: CompiledModel, table_laws: list[TableLaw] | None = None
 ):
-    """Let the steps built inside compile ``model.logp()`` without the release terms.
+    """A context in which the steps built compile ``model.logp()`` without the release terms
+    (:func:`~pymc_unbounded_dp._pymc_bridge.logp_restricted_to`).
 
     ``log eta_s(s_dp - sum_i t(x_i))`` and ``log eta_n(n_dp - n)`` depend only on the records and
     ``n`` (``PrivatizedSum`` refuses statistics of the parameters; mechanisms have fixed scales),
@@ -484,22 +463,7 @@ def _without_release_terms(
     kept = [
         rv for rv in model.free_RVs + model.observed_RVs + model.potentials if rv not in dropped
     ]
-
-    def logp(vars=None, **kwargs):
-        if vars is not None:
-            return type(model).logp(model, vars=vars, **kwargs)
-        terms = type(model).logp(model, vars=kept, **kwargs)
-        if not extra:
-            return terms
-        if kwargs.get("sum", True):
-            return terms + sum(extra[1:], extra[0])
-        return [*terms, *extra]
-
-    model.logp = logp  # an instance attribute: shadows Model.logp for the steps built here
-    try:
-        yield
-    finally:
-        del model.logp
+    return logp_restricted_to(model, kept, extra)
 
 
 class DataAugmentation(CompoundStep):
@@ -621,9 +585,7 @@ class DataAugmentation(CompoundStep):
         # NUTS built here (its target without the release terms) as the last move: its lp at the
         # final state plus the release terms is the model's log density there
         last = methods[-1]
-        own_nuts = isinstance(last, NUTS) and all(
-            last is not s for s in _given_steps(parameter_step)
-        )
+        own_nuts = isinstance(last, NUTS) and all(last is not s for s in flat_steps(parameter_step))
         self._parameter_lp_slot = (
             len(self.stats_dtypes) - 1 if table_laws is None and own_nuts else None
         )
@@ -807,7 +769,8 @@ def augmentation_step(
 class PrivateDataStep(BlockedStep):
     """What ``pm.sample()`` assigns to the variables of a model with privacy blocks.
 
-    Registered in PyMC's ``STEP_METHODS`` when the package is imported. Its competence for every
+    Registered in PyMC's step methods when the package is imported
+    (:func:`~pymc_unbounded_dp._pymc_bridge.register_step_method`). Its competence for every
     free variable of a model with :func:`~pymc_unbounded_dp.Records` is above ``IDEAL``, so plain
     ``pm.sample()`` hands the whole model to it, and instantiating it builds the model's
     :class:`DataAugmentation` or :class:`ReversibleJump` (with PyMC's own choice of parameter
@@ -817,13 +780,17 @@ class PrivateDataStep(BlockedStep):
     ``pm.sample(dp_augmentation={"nuts": {"target_accept": 0.95}})`` (PyMC refuses
     ``pm.sample(target_accept=...)`` here, as NUTS is not assigned at top level; it points to
     this spelling). :func:`pmdp.sample` takes ``target_accept`` directly.
+
+    PyMC instantiates the classes it assigns (``cls(vars=..., model=..., **options)``) and uses
+    what that returns; this class returns the augmentation step, as PyMC's own
+    ``BlockedStep.__new__`` returns a ``CompoundStep`` for a non-blocked step.
     """
 
     name = "dp_augmentation"
 
     def __new__(cls, vars=None, model=None, initial_point=None, compile_kwargs=None, **kwargs):
         model = modelcontext(model)
-        names = {method.name for method in STEP_METHODS}
+        names = step_method_names()
         step_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in names}
         options = inspect.signature(augmentation_step).parameters
         check_keywords(
@@ -840,5 +807,4 @@ class PrivateDataStep(BlockedStep):
         return Competence.INCOMPATIBLE
 
 
-if PrivateDataStep not in STEP_METHODS:
-    STEP_METHODS.append(PrivateDataStep)
+register_step_method(PrivateDataStep)
