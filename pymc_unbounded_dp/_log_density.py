@@ -2,9 +2,9 @@ r"""The model's log density at a draw: the ``lp`` sample stat of the augmentatio
 
 PyMC's NUTS reports ``lp``, the log density of the model at its draw (on the transformed scale,
 Jacobians included). Inside the package's steps NUTS sees a target without the release terms
-(constants of its update, see :func:`~pymc_unbounded_dp.steps._without_release_terms`), and the
-steps after it (the records step at the sums level, :class:`~pymc_unbounded_dp.Interweave`) move
-the state again; so the augmentation step evaluates the log density itself at the end of each
+(constants of its update, see
+:func:`~pymc_unbounded_dp._step_assembly.without_release_terms`), and the steps after it (the
+records step at the sums level, :class:`~pymc_unbounded_dp.Interweave`) move the state again; so the augmentation step evaluates the log density itself at the end of each
 iteration, of the latent state the chain actually holds:
 
 * **records level**: PyMC's ``model.logp()`` with the iteration's records in the containers,

@@ -26,7 +26,6 @@ import pytensor.tensor as pt
 from pymc.distributions.discrete import DiscreteUniformRV
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.pytensorf import compile as compile_pymc
-from pymc.step_methods.compound import BlockedStep, Competence
 from pytensor.graph.replace import clone_replace, graph_replace
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.random.basic import (
@@ -43,6 +42,7 @@ from pytensor.tensor.random.basic import (
 from pymc_unbounded_dp import laws
 from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp._pymc_bridge import PackageStep
 from pymc_unbounded_dp.blocks import MAX_RECORDS, TableSpec, check_releases
 from pymc_unbounded_dp.kernels import sums as sums_kernel
 from pymc_unbounded_dp.moments import integration_error, moment_function, record_moments
@@ -617,7 +617,7 @@ def total_names(compiled: CompiledModel) -> dict[str, str]:
     return {f"total_{s.name}": f"{s.name}_total" for s in compiled.blocks.sums}
 
 
-class SumsStep(BlockedStep):
+class SumsStep(PackageStep):
     """Move every table's latent sum and ``n``: the kernel half of the sums level.
 
     Built by :class:`~pymc_unbounded_dp.DataAugmentation` and
@@ -643,8 +643,8 @@ class SumsStep(BlockedStep):
         "tune": (bool, []),
         "sums_accept_rate": (np.float64, []),
         "sums_scale": (np.float64, []),
-        "sums_redraw_accept_rate": (np.float64, []),
     }
+    _redraw_stats = {"sums_redraw_accept_rate": (np.float64, [])}
     _unbounded_stats = {**N_MOVE_STATS, "n_scale": (np.float64, [])}
 
     def __init__(
@@ -668,44 +668,32 @@ class SumsStep(BlockedStep):
         self.sums_moves = int(sums_moves)
         self.tune = True
         self.rng = np.random.default_rng(rng)
-        stats = dict(self.stats_dtypes_shapes)
         # the redraw move exists for collapsible tables only: no stat that is never defined
         self._redraws = any(
             law.family.vector and sums_kernel.collapsible_noise(law.table.noise)
             for law in self.laws
         )
-        if not self._redraws:
-            del stats["sums_redraw_accept_rate"]
+        stats = dict(self._redraw_stats) if self._redraws else {}
         if compiled.unbounded:
             stats.update(self._unbounded_stats)
         for spec in compiled.blocks.sums:
             stats[f"total_{spec.name}"] = (np.float64, []) if spec.shape == () else (object, None)
         if model_logp:
             stats["model_logp"] = MODEL_LOGP_STAT
-        self.stats_dtypes_shapes = stats
-        self.stats_dtypes = [{k: dtype for k, (dtype, _) in stats.items()}]
+        self._add_stats(stats)
         self._states: list[sums_kernel.SumsState] | None = None
         self._scales: list[list[float]] = []
         self._tuned = 0
 
-    def set_rng(self, rng) -> None:
+    def start_chain(self, rng) -> None:
+        """A new chain: its generator, and latent sums drawn afresh at its first step."""
         check_releases(self.compiled.model)
-        self.rng = np.random.default_rng(rng)
+        super().start_chain(rng)
         self._states = None
         self._tuned = 0
         for law in self.laws:  # a new chain starts from the noise's own variances
             if law.variances is not None:
                 law.variances.set_value(sums_kernel.noise_variances(law.table.noise))
-
-    def setup_chain(self, rng, tune: int, draws: int) -> None:
-        self.set_rng(rng)
-
-    def reset_tuning(self) -> None:
-        self.tune = True
-
-    @staticmethod
-    def competence(var, has_grad):
-        return Competence.INCOMPATIBLE
 
     def _start(self, targets, point) -> None:
         self._states, self._scales = [], []

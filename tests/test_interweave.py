@@ -45,9 +45,9 @@ from scipy import integrate, stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._step_assembly import interweave_steps
 from pymc_unbounded_dp.dirichlet_interweave import DirichletInterweave
 from pymc_unbounded_dp.noncentred import describe_forms
-from pymc_unbounded_dp.steps import _interweave_steps
 
 SAMPLE = {
     "draws": 600,
@@ -468,7 +468,7 @@ def test_default_sampler_matches_exact_posterior(family, bounded):
     has_form = None not in CASES[family][2].values()
     assert ("interweave_steps" in idata["sample_stats"]) == has_form
     if family == "dirichlet":  # Dirichlet records get the cheaper DirichletInterweave instead
-        (step,) = _interweave_steps(model, compile_model(model), "auto")
+        (step,) = interweave_steps(model, compile_model(model), "auto")
         assert isinstance(step, DirichletInterweave)
 
 

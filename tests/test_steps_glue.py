@@ -165,6 +165,28 @@ def test_records_written_by_another_step_are_taken_over(bounded):
         records_step.step(point)
 
 
+def test_every_write_of_the_records_goes_through_set_records(bounded):
+    """One write path: the records step and the interweaving move write the containers through
+    ``CompiledTable.set_records``, whose ``version`` counts the writes (the records step's one
+    per iteration, and the move's when it accepts)."""
+    with bounded:
+        step = pmdp.DataAugmentation(augment="records", interweave=True)
+    interweave = step.interweave_step
+    table = step.records_step.compiled.tables[0]
+    for k, method in enumerate(step.methods):
+        if hasattr(method, "start_chain"):
+            method.start_chain(np.random.default_rng(k))
+    point, moved = bounded.initial_point(), 0
+    slot = step.methods.index(interweave)
+    for _ in range(15):
+        before = table.version
+        point, stats = step.step(point)
+        accepted = stats[slot]["interweave_accept_rate"] > 0
+        assert table.version - before == 1 + accepted
+        moved += accepted
+    assert moved > 0
+
+
 def log_discrete_laplace(k, epsilon):
     return math.log(math.tanh(epsilon / 2)) - epsilon * abs(k)
 
