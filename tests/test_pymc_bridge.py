@@ -15,7 +15,7 @@ import numpy as np
 import pymc as pm
 import pytest
 from pymc.model.fgraph import fgraph_from_model, model_from_fgraph
-from pymc.step_methods.compound import BlockedStep, CompoundStep, flatten_steps
+from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import _pymc_bridge as bridge
@@ -225,7 +225,10 @@ def test_pymc_writes_every_declared_stat(plain):
 
 
 def test_the_package_steps_are_never_assigned_by_pymc(plain):
-    assert bridge.PackageStep.competence(plain.value_vars[0], True) == 0  # INCOMPATIBLE
+    for var in plain.value_vars:
+        assert bridge.PackageStep.competence(var, True) == Competence.INCOMPATIBLE
+    provided, selected = bridge.assign_steps(plain, [], [Counting, *bridge.step_methods()])
+    assert Counting not in selected
 
 
 def test_legacy_sample_keywords_are_what_pm_sample_still_reads():
