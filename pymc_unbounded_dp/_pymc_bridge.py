@@ -9,7 +9,8 @@ behaviour of each, so that a PyMC upgrade that changes one fails there first:
 * PyMC's list of step methods (:func:`register_step_method`, :func:`step_methods`,
   :func:`step_method_names`);
 * the model's log density without some of its terms for the steps built inside the augmentation
-  step (:func:`logp_restricted_to`);
+  step (:func:`logp_restricted_to`), and the compile options of the gradient steps built there
+  (:func:`gradient_step_options`);
 * what differs between PyMC 5 and 6: the per-chain hook (``set_rng`` against ``setup_chain``,
   handled by :class:`PackageStep`) and ``pm.sample``'s old keyword ``start``
   (:data:`LEGACY_SAMPLE_KEYWORDS`);
@@ -31,7 +32,10 @@ import pymc as pm
 # Not in pymc.sampling.mcmc.__all__: see assign_steps.
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
 from pymc.step_methods import STEP_METHODS
+from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
+from pytensor.compile.mode import get_default_mode
+from pytensor.link.vm import VMLinker
 
 __all__ = [
     "LEGACY_SAMPLE_KEYWORDS",
@@ -39,6 +43,7 @@ __all__ = [
     "PackageStep",
     "assign_steps",
     "flat_steps",
+    "gradient_step_options",
     "instantiate_steps",
     "logp_restricted_to",
     "register_step_method",
@@ -178,6 +183,36 @@ def logp_restricted_to(model: pm.Model, kept: list, extra: list | None = None) -
         yield
     finally:
         del model.logp
+
+
+def gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
+    """``step_kwargs`` with the compile options of the gradient-based steps PyMC will build
+    (NUTS, HamiltonianMC), unless given otherwise.
+
+    * ``trust_input=True``. PyMC sets ``trust_input`` on their ``ValueGradFunction``, an
+      attribute the compiled PyTensor function never reads (PyMC 5.28 and 6.4): every leapfrog
+      step then re-checks its input, 2-3 us of a 6-60 us gradient. The input is always PyMC's own
+      raveled float vector of the step's dtype (``DictToArrayBijection`` and the integrator's
+      copies of it), which the checks would accept unchanged.
+    * On PyTensor's virtual machines (PyMC 5's default C backend), PyTensor's default mode with
+      ``allow_gc=False``: the intermediate arrays of a gradient are kept between calls and
+      reused instead of allocated again at every leapfrog step (one gradient of the paper's
+      regression: 60 -> 49 us; the same arithmetic). The price is memory: the intermediates stay
+      allocated, a few arrays of the records' length. PyMC 6 compiles with numba, which has no
+      such intermediates.
+
+    Both are keywords of the step that reach ``pytensor.function``; both reach into how PyMC
+    compiles its steps' target and which linker PyTensor uses, hence here.
+    """
+    options: dict = {"trust_input": True}
+    mode = get_default_mode()
+    if isinstance(mode.linker, VMLinker):
+        options["mode"] = mode.clone(link_kwargs={"allow_gc": False})
+    kwargs = dict(step_kwargs or {})
+    for cls in selected:
+        if issubclass(cls, GradientSharedStep):
+            kwargs[cls.name] = {**options, **kwargs.get(cls.name, {})}
+    return kwargs
 
 
 # -- the plumbing of the package's step methods ----------------------------------------------------

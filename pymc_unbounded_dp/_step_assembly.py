@@ -2,10 +2,10 @@
 
 :class:`~pymc_unbounded_dp.DataAugmentation` and :class:`~pymc_unbounded_dp.ReversibleJump` hold
 the records step, the parameter steps and the interweaving move. This module chooses the last two:
-the parameter steps PyMC would assign (:func:`parameter_steps`, built on the model's log density
-without the release terms, :func:`without_release_terms`, with compile options that suit them,
-:func:`gradient_step_options`) and the interweaving move the ``interweave`` option asks for
-(:func:`interweave_steps`).
+the parameter steps PyMC would assign (:func:`parameter_steps`), built on the model's log density
+without the release terms (:func:`without_release_terms`) with compile options that suit them
+(:func:`~pymc_unbounded_dp._pymc_bridge.gradient_step_options`), and the interweaving move the
+``interweave`` option asks for (:func:`interweave_steps`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import logging
 
 import pymc as pm
 from pymc.step_methods import NUTS
-from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.compound import BlockedStep
-from pytensor.compile.mode import get_default_mode
-from pytensor.link.vm import VMLinker
 
 from pymc_unbounded_dp._compile import CompiledModel
 from pymc_unbounded_dp._pymc_bridge import (
     assign_steps,
     flat_steps,
+    gradient_step_options,
     instantiate_steps,
     logp_restricted_to,
     step_methods,
@@ -36,7 +34,6 @@ from pymc_unbounded_dp.sums import TableLaw, parameter_terms
 
 __all__ = [
     "check_interweave",
-    "gradient_step_options",
     "interweave_steps",
     "parameter_steps",
     "without_release_terms",
@@ -153,35 +150,6 @@ def parameter_steps(
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))
     return steps
-
-
-def gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
-    """``step_kwargs`` with the compile options of the gradient-based steps PyMC will build
-    (NUTS, HamiltonianMC), unless given otherwise.
-
-    * ``trust_input=True``. PyMC sets ``trust_input`` on their ``ValueGradFunction``, an
-      attribute the compiled PyTensor function never reads (PyMC 5.28 and 6.4): every leapfrog
-      step then re-checks its input, 2-3 us of a 6-60 us gradient. The input is always PyMC's own
-      raveled float vector of the step's dtype (``DictToArrayBijection`` and the integrator's
-      copies of it), which the checks would accept unchanged.
-    * On PyTensor's virtual machines (PyMC 5's default C backend), PyTensor's default mode with
-      ``allow_gc=False``: the intermediate arrays of a gradient are kept between calls and
-      reused instead of allocated again at every leapfrog step (one gradient of the paper's
-      regression: 60 -> 49 us; the same arithmetic). The price is memory: the intermediates stay
-      allocated, a few arrays of the records' length. PyMC 6 compiles with numba, which has no
-      such intermediates.
-
-    Both are keywords of the step that reach ``pytensor.function``.
-    """
-    options: dict = {"trust_input": True}
-    mode = get_default_mode()
-    if isinstance(mode.linker, VMLinker):
-        options["mode"] = mode.clone(link_kwargs={"allow_gc": False})
-    kwargs = dict(step_kwargs or {})
-    for cls in selected:
-        if issubclass(cls, GradientSharedStep):
-            kwargs[cls.name] = {**options, **kwargs.get(cls.name, {})}
-    return kwargs
 
 
 def without_release_terms(

@@ -16,6 +16,7 @@ import pymc as pm
 import pytest
 from pymc.model.fgraph import fgraph_from_model, model_from_fgraph
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
+from pytensor.link.vm import VMLinker
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import _pymc_bridge as bridge
@@ -124,6 +125,24 @@ def test_restricted_logp_is_what_pymcs_steps_compile(plain):
     assert full(point) != pytest.approx(restricted(point))
     new_point, (stats,) = nuts.step(point)
     np.testing.assert_allclose(stats["model_logp"], restricted(new_point))
+
+
+def test_gradient_step_options_reach_the_compiled_gradient(plain):
+    """``trust_input`` (which PyMC sets where the compiled function never reads it) and, on
+    PyTensor's virtual machines, ``allow_gc=False`` reach the function NUTS compiles; other steps
+    get none, and the user's options win."""
+    options = bridge.gradient_step_options(
+        {pm.NUTS: [], pm.BinaryGibbsMetropolis: []}, {"nuts": {"trust_input": False}}
+    )
+    assert "binary_gibbs_metropolis" not in options
+    assert options["nuts"]["trust_input"] is False
+    options = bridge.gradient_step_options({pm.NUTS: []}, None)
+    with plain:
+        nuts = pm.NUTS([plain.rvs_to_values[plain["mu"]]], **options["nuts"])
+    gradient = nuts._logp_dlogp_func._pytensor_function
+    assert gradient.trust_input
+    if isinstance(gradient.maker.linker, VMLinker):  # PyMC 5's C backend
+        assert not gradient.maker.linker.allow_gc
 
 
 def point_logp(rv, point):
