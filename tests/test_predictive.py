@@ -442,8 +442,8 @@ def test_the_sums_level_refuses_what_it_cannot_draw_and_auto_falls_back(monkeypa
 
 
 def test_defaults_are_pymcs_own(monkeypatch):
-    """No progress bar by default (as PyMC's samplers inside pmdp), 500 prior draws, and keyword
-    calls of every argument."""
+    """No progress bar by default (as PyMC's samplers inside pmdp), 500 prior draws of the
+    parameters and of the deterministics that do not read the records, keyword calls."""
     seen = {}
     original = pm.sample_posterior_predictive
 
@@ -453,8 +453,12 @@ def test_defaults_are_pymcs_own(monkeypatch):
 
     monkeypatch.setattr(pm, "sample_posterior_predictive", spy)
     model = bernoulli_model(40, s_dp=15.3)
+    with model:
+        pm.Deterministic("odds", model["theta"] / (1 - model["theta"]))  # a parameter's function
+        pm.Deterministic("share", model["x"].mean())  # a function of the records: not drawn
     prior = pmdp.sample_prior_predictive(model=model, random_seed=3)
     assert group(prior, "prior")["theta"].shape == (1, 500)
+    assert sorted(group(prior, "prior").data_vars) == ["odds", "theta"]
     pmdp.sample_posterior_predictive(trace=group(prior, "prior"), model=model, random_seed=4)
     assert seen["progressbar"] is False
 
