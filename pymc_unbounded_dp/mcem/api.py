@@ -13,9 +13,11 @@ Two methods share one objective (:mod:`~pymc_unbounded_dp.mcem.objective`):
 
 ``method="auto"`` runs EM and switches to the simulated likelihood once EM's estimated fraction
 of missing information exceeds ``switch_rate``. Each method is a loop of its own
-(:class:`~pymc_unbounded_dp.mcem.em.EMLoop`, :class:`~pymc_unbounded_dp.mcem.simulated.SimulatedLoop`)
-that ends with a :class:`~pymc_unbounded_dp.mcem.result.StageResult`; this module validates the
-options, chooses and starts the stages and builds the :class:`MCEMResult`.
+(:class:`~pymc_unbounded_dp.mcem.em.EMLoop`,
+:class:`~pymc_unbounded_dp.mcem.simulated.SimulatedLoop`) that ends with a
+:class:`~pymc_unbounded_dp.mcem.result.StageResult`; this module is the driver: it validates the
+options, starts the run (:mod:`~pymc_unbounded_dp.mcem.start`), chooses and runs the stages and
+builds the :class:`MCEMResult`.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from pymc_unbounded_dp._keywords import named_keywords
 from pymc_unbounded_dp.mcem.em import SWITCH_MIN_SETS, EMLoop
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik, complete_data_loglik
 from pymc_unbounded_dp.mcem.options import Options, validated_options
-from pymc_unbounded_dp.mcem.result import MCEMResult, MCEMState, StageResult
+from pymc_unbounded_dp.mcem.result import MCEMResult, MCEMState, StageResult, history
 from pymc_unbounded_dp.mcem.simulated import (
     SimulatedLikelihood,
     SimulatedLoop,
     simulated_likelihood,
 )
+from pymc_unbounded_dp.mcem.start import n_moves, start
 from pymc_unbounded_dp.sums import AUGMENT_LEVELS, resolve_augment
 
 __all__ = ["mcem"]
@@ -238,13 +241,13 @@ class _Driver:
         self.progressbar = progressbar
 
     def run(self, init) -> MCEMResult:
-        u, samples, previous, state = self._start(init)
+        u, samples, previous, state = start(self.objective, self.options, self.rng, init)
         loop = EMLoop(
             self.objective,
             self.options,
             self.rng,
             state,
-            self._n_moves(state.n),
+            n_moves(self.objective, self.options, state.n),
             first_iteration=0 if previous is None else previous.sizes["iteration"],
         )
         bar = tqdm(total=self.options.max_iterations, disable=not self.progressbar, desc="MCEM")
@@ -293,62 +296,6 @@ class _Driver:
         rate_at_least = self.options.switch_rate
         return lambda rate, count: count >= SWITCH_MIN_SETS and rate >= rate_at_least
 
-    def _start(self, init) -> tuple[np.ndarray, int, xr.Dataset | None, kernels.RecordState]:
-        objective, options, table = self.objective, self.options, self.objective.table
-        if isinstance(init, MCEMResult):
-            state = init.state
-            if state.parameter_names != objective.unconstrained.names:
-                raise ValueError(
-                    "mcem: `init` is a result for a model with parameters "
-                    f"{state.parameter_names}, not {objective.unconstrained.names}."
-                )
-            if state.records is not None:
-                table.reseed(int(self.rng.integers(2**62)))
-                records = _copy_state(state.records)
-                return state.unconstrained.copy(), state.n_samples, init.history, records
-            u = state.unconstrained.copy()
-            return u, state.n_samples, init.history, self._tuned_state(u)
-        u = objective.unconstrained.join(objective.initial_point)
-        if init is not None:
-            u = self._from_natural(u, init)
-        return u, options.initial_samples, None, self._tuned_state(u)
-
-    def _tuned_state(self, u: np.ndarray) -> kernels.RecordState:
-        table = self.objective.table
-        n0 = table.spec.initial_n
-        target = table.record_target(self.objective.point(u, n0))
-        table.reseed(int(self.rng.integers(2**62)))
-        state = kernels.init(target, n0, self.rng)
-        n_moves = self._n_moves(n0)
-        for _ in range(self.options.tune):
-            state, _ = kernels.sweep(target, state, self.rng, n_moves)
-        return state
-
-    def _n_moves(self, n0: int) -> int:
-        if self.objective.table.sample_size is None:
-            return 0
-        return self.options.n_moves or self.objective.table.default_n_moves(n0)
-
-    def _from_natural(self, u: np.ndarray, values) -> np.ndarray:
-        if not isinstance(values, dict):
-            raise TypeError(
-                f"mcem: `init` must be an MCEMResult or a dict of starting values, got {values!r}."
-            )
-        layout = self.objective.natural
-        unknown = sorted(set(values) - set(layout.names))
-        if unknown:
-            raise ValueError(
-                f"mcem: `init` has unknown parameter(s) {unknown}; the parameters are "
-                f"{list(layout.names)}."
-            )
-        natural = layout.split(self.objective.to_natural(u).copy())
-        for name, value in values.items():
-            natural[name] = np.broadcast_to(np.asarray(value, dtype=float), natural[name].shape)
-        u = self.objective.to_unconstrained(layout.join(natural))
-        if not np.all(np.isfinite(u)):
-            raise ValueError(f"mcem: `init` values {values} are outside the parameters' support.")
-        return u
-
     def _result(
         self,
         stage: StageResult,
@@ -374,7 +321,7 @@ class _Driver:
             covariance=stage.covariance,
             mc_error=layout.split(stage.mc_error),
             standard_error_mc_error=layout.split(stage.standard_error_mc_error),
-            history=_history(rows, layout, previous),
+            history=history(rows, layout, previous),
             converged=stage.converged,
             reason=stage.reason,
             method=stage.method,
@@ -396,34 +343,3 @@ def _progress(bar):
         )
 
     return update
-
-
-def _history(rows: list[dict], layout, previous: xr.Dataset | None) -> xr.Dataset:
-    """The iterations as a Dataset (dim ``iteration``), after those of the run continued."""
-    keys: list[str] = []
-    for row in rows:
-        keys += [k for k in row if k not in keys and k != "iteration"]
-    data = {}
-    for name in keys:
-        if name in layout.names:
-            shape = layout.shapes[layout.names.index(name)]
-            values = np.stack([np.asarray(row.get(name, np.full(shape, np.nan))) for row in rows])
-            dims = ["iteration", *(f"{name}_dim_{i}" for i in range(values.ndim - 1))]
-        elif name == "method":
-            values, dims = np.asarray([row[name] for row in rows]), ["iteration"]
-        else:
-            values = np.asarray([row.get(name, np.nan) for row in rows], dtype=float)
-            dims = ["iteration"]
-        data[name] = (dims, values)
-    current = xr.Dataset(data, coords={"iteration": [row["iteration"] for row in rows]})
-    if previous is None:
-        return current
-    return xr.concat([previous, current], dim="iteration") if rows else previous
-
-
-def _copy_state(state: kernels.RecordState) -> kernels.RecordState:
-    return state._replace(
-        records=tuple(b.copy() for b in state.records),
-        stats=state.stats.copy(),
-        residual=state.residual.copy(),
-    )

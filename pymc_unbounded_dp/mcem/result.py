@@ -314,6 +314,30 @@ class MCEMResult:
         return pd.DataFrame(columns, index=index)
 
 
+def history(rows: list[dict], layout, previous: xr.Dataset | None) -> xr.Dataset:
+    """:attr:`MCEMResult.history`: the iterations' ``rows`` as a Dataset (dim ``iteration``;
+    parameters by the natural ``layout``), after those of the run continued (``previous``)."""
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row if k not in keys and k != "iteration"]
+    data = {}
+    for name in keys:
+        if name in layout.names:
+            shape = layout.shapes[layout.names.index(name)]
+            values = np.stack([np.asarray(row.get(name, np.full(shape, np.nan))) for row in rows])
+            dims = ["iteration", *(f"{name}_dim_{i}" for i in range(values.ndim - 1))]
+        elif name == "method":
+            values, dims = np.asarray([row[name] for row in rows]), ["iteration"]
+        else:
+            values = np.asarray([row.get(name, np.nan) for row in rows], dtype=float)
+            dims = ["iteration"]
+        data[name] = (dims, values)
+    current = xr.Dataset(data, coords={"iteration": [row["iteration"] for row in rows]})
+    if previous is None:
+        return current
+    return xr.concat([previous, current], dim="iteration") if rows else previous
+
+
 #: ``repr(MCEMResult)``: at most this many parameter elements, labels and reason cut to these
 #: widths (so it stays under 1,000 characters for any model).
 _REPR_ROWS = 8

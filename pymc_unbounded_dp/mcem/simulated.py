@@ -508,7 +508,7 @@ class SimulatedLoop:
                         f"[{window.lo}, {window.hi}] after {WINDOW_ROUNDS} placements; the "
                         "simulated likelihood may be truncated.",
                         UserWarning,
-                        stacklevel=6,
+                        stacklevel=7,
                     )
                 break
             window = placed if inside else simulated.union(window, placed, full)
