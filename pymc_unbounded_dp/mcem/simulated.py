@@ -410,6 +410,43 @@ class RoundInfo(NamedTuple):
     effective: float = math.nan
 
 
+def advance(
+    state: SimulatedState, statistic: float, maximiser: np.ndarray, options: Options
+) -> tuple[Convergence | None, SimulatedState]:
+    """The status after a round whose maximiser has the stopping ``statistic`` (its largest Monte
+    Carlo error, in standard errors), and the state of the next round.
+
+    Below ``tol``: an interior maximum. Otherwise the replicates grow by
+    ``max(2, ceil((statistic / tol)^2))`` (by 4 if the information was not positive definite,
+    which is retried once) up to ``max_replicates``, from the maximiser; ``None`` means go on.
+
+    Examples
+    --------
+    >>> from pymc_unbounded_dp.mcem.options import validated_options
+    >>> options = validated_options(
+    ...     initial_samples=10, growth=1.25, min_samples=100, max_samples=5000,
+    ...     max_iterations=60, tol=0.05, patience=3, thin=1, tune=100, n_moves=None,
+    ...     switch_rate=0.9, replicates=100, batches=4, max_replicates=3200,
+    ... )
+    >>> status, state = advance(SimulatedState(np.zeros(1), 100), 0.12, np.ones(1), options)
+    >>> status, state.replicates, state.start
+    (None, 600, array([1.]))
+    """
+    if statistic < options.tol:
+        return Convergence.INTERIOR, state
+    retries = state.flat_retries
+    if not np.isfinite(statistic):
+        # the information is not positive definite: a Hessian too noisy at this many
+        # replicates (retried once with 4 times more), or a flat direction
+        retries, factor = retries + 1, 4
+    else:
+        factor = max(2, math.ceil((statistic / options.tol) ** 2))
+    if state.replicates >= options.max_replicates or retries > 1:
+        return Convergence.BUDGET, state
+    more = min(options.max_replicates, state.replicates * factor)
+    return None, SimulatedState(maximiser, more, retries)
+
+
 @dataclass
 class SimulatedLoop:
     """The simulated-likelihood stage of one :func:`~pymc_unbounded_dp.mcem` call.
@@ -457,7 +494,6 @@ class SimulatedLoop:
         Returns the status (``None``: go on), what the round found and the next state (more
         replicates, from the maximiser).
         """
-        options = self.options
         placed = self._maximise(state, full)
         loglik = self.simulated.loglik(placed.batches, placed.window)
         observed = observed_information(loglik, placed.best.x)
@@ -468,19 +504,8 @@ class SimulatedLoop:
             return Convergence.BOUNDARY, RoundInfo(placed, observed, found), state
         info = self._mc_error(placed, observed)
         self._record(info, state.replicates)
-        if info.statistic < options.tol:
-            return Convergence.INTERIOR, info, state
-        retries = state.flat_retries
-        if not np.isfinite(info.statistic):
-            # the information is not positive definite: a Hessian too noisy at this many
-            # replicates (retried once with 4 times more), or a flat direction
-            retries, factor = retries + 1, 4
-        else:
-            factor = max(2, math.ceil((info.statistic / options.tol) ** 2))
-        if state.replicates >= options.max_replicates or retries > 1:
-            return Convergence.BUDGET, info, state
-        more = min(options.max_replicates, state.replicates * factor)
-        return None, info, SimulatedState(placed.best.x, more, retries)
+        status, next_state = advance(state, info.statistic, placed.best.x, self.options)
+        return status, info, next_state
 
     def _maximise(self, state: SimulatedState, full: Window) -> Placed:
         """Draw the round's batches at ``state.start`` and maximise their pooled likelihood,
