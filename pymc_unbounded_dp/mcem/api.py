@@ -283,7 +283,7 @@ class _Driver:
             self.options,
             self.rng,
             loop,
-            first_iteration=loop.rows[-1]["iteration"] if loop.rows else 0,
+            first_iteration=loop.rows[-1]["iteration"] if loop.rows else loop.first_iteration,
         )
         result = stage.run(u, replicates, lambda **postfix: bar.set_postfix(**postfix))
         return result, [*loop.rows, *stage.rows]
