@@ -1,7 +1,7 @@
 """Model compilation: find the privacy blocks in a ``pm.Model`` and build the compiled pieces.
 
 Built once per model (and cached), shared by the step methods, MCEM and the benchmarks. A model
-has one or more *record tables* (:class:`~pymc_unbounded_dp.blocks.TableSpec`: record variables
+has one or more *record tables* (:class:`~pymc_unbounded_dp._registry.TableSpec`: record variables
 with one ``n`` and the sums released from them); each gets a :class:`CompiledTable` with
 
 * ``propose(point, m)``: ``m`` fresh records drawn ancestrally from the record model at the
@@ -32,15 +32,15 @@ from pymc.pytensorf import find_rng_nodes, reseed_rngs
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, with_record_count
-from pymc_unbounded_dp.blocks import (
+from pymc_unbounded_dp._registry import (
     ModelBlocks,
     RecordsSpec,
     SampleSizeSpec,
     TableSpec,
-    check_releases,
     model_blocks,
     observed_value,
 )
+from pymc_unbounded_dp.blocks import check_releases
 from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget, default_n_moves
 
 

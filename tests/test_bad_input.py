@@ -17,7 +17,8 @@ import pytest
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import compile_model
-from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases, model_blocks
+from pymc_unbounded_dp._registry import model_blocks
+from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.steps import RecordsStep
 
 LAPLACE = pmdp.Laplace(epsilon=1.0)
