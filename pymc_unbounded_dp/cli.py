@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from pymc_unbounded_dp._checks import check_integer, integer_wording
+
 __all__ = ["build_parser", "main"]
 
 DEFAULT_OUT = Path("pmdp-out")
@@ -39,14 +41,22 @@ MAX_RECORDS = 10**8
 SUMS_FROM = 100_000
 
 
-def _positive_int(text: str) -> int:
+def _integer_from(text: str, minimum: int) -> int:
+    """``text`` as an integer ``>= minimum``, or the usage error naming what it must be."""
     try:
-        value = int(text)
+        return check_integer(int(text), "value", minimum=minimum)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"must be {integer_wording(minimum)}, got {text!r}"
+        ) from None
+
+
+def _positive_int(text: str) -> int:
+    return _integer_from(text, minimum=1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _integer_from(text, minimum=0)
 
 
 def _record_count(text: str) -> int:
@@ -59,16 +69,6 @@ def _record_count(text: str) -> int:
             f"must be a whole number of records from 1 to {MAX_RECORDS:.0e}, got {text!r}"
         )
     return int(value)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-    return value
 
 
 def _positive_float(text: str) -> float:

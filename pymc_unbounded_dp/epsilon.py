@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from pymc_unbounded_dp import release as rl
+from pymc_unbounded_dp._checks import check_integer
 
 __all__ = [
     "REFERENCE_FACTOR",
@@ -680,8 +681,8 @@ def choose_epsilon(
     grid = _grid(epsilons, plan.measure, owner)
     params = _names(params, owner)
     for label, value in (("replicates", replicates), ("draws", draws), ("chains", chains)):
-        _integer(value, label, owner, minimum=1)
-    _integer(tune, "tune", owner, minimum=0)
+        check_integer(value, label, owner)
+    check_integer(tune, "tune", owner, minimum=0)
     if isinstance(prior, bool) or not isinstance(prior, numbers.Real) or not 0 < prior < 1:
         raise ValueError(
             f"{owner}: `prior` (the attacker's probability that the target is in the data) must "
@@ -905,11 +906,6 @@ def _names(params, owner: str) -> tuple[str, ...]:
             f"{params!r}."
         )
     return tuple(names)
-
-
-def _integer(value, label: str, owner: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{owner}: `{label}` must be an integer >= {minimum}, got {value!r}.")
 
 
 def _record(record, plan: rl.Plan, owner: str, label: str, opposite=None) -> dict:
