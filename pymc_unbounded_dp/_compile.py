@@ -262,6 +262,7 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
     ------
     ValueError
         If the model has no ``Records``, a record table without any ``PrivatizedSum``, a
+        ``SampleSize`` that no ``Records`` use (it would be sampled as a free-standing ``n``), a
         released value that is not valid any more, or a Potential, observed variable or parameter
         that reads the records or a latent ``n`` (the moves would leave it out of their targets).
     """
@@ -279,6 +280,13 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
                 f"The model has pmdp.Records {names} but no pmdp.PrivatizedSum of them: without a "
                 "release the records carry no information. Add pmdp.PrivatizedSum(name, "
                 "statistic, mechanism, observed)."
+            )
+    for size in blocks.sample_sizes:
+        if not any(r.n is size.rv for r in blocks.records):
+            raise ValueError(
+                f"The model has pmdp.SampleSize {size.name!r} but no pmdp.Records use it: it would "
+                f"be sampled as a free-standing n. Pass n=<the SampleSize> to its Records, e.g. "
+                f"pmdp.Records(name, dist, n={size.name})."
             )
     check_releases(model)
     _refuse_terms_the_moves_cannot_see(model, blocks)

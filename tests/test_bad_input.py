@@ -368,6 +368,12 @@ CATALOGUE = [
         ["no pmdp.Records"],
     ),
     (
+        "sample-unused-sample-size",
+        in_model(released, lambda m: (pmdp.SampleSize("m", 57, COUNT), pmdp.sample())),
+        ValueError,
+        ["SampleSize 'm'", "no pmdp.Records use it", "n=<the SampleSize>"],
+    ),
+    (
         "reversible-jump-n-moves",
         in_model(released, lambda m: pmdp.ReversibleJump(n_moves=0)),
         ValueError,
