@@ -33,6 +33,7 @@ def same_n(a, b) -> bool:
 
 
 def describe_n(n) -> str:
+    """``n`` of Records as a message shows it: ``SampleSize 'n'`` or the int."""
     return f"SampleSize {n.name!r}" if isinstance(n, TensorVariable) else str(n)
 
 
@@ -51,6 +52,7 @@ def statistic_records(statistic, blocks: ModelBlocks, owner: str) -> list[Record
 
 
 def check_statistic(statistic, blocks: ModelBlocks, model: pm.Model, owner: str):
+    """``statistic`` checked as an expression of the records only, keeping the record axis."""
     if not isinstance(statistic, TensorVariable):
         hint = (
             " (stack several statistics along a trailing axis: `pt.stack([a, b], axis=1)`)"

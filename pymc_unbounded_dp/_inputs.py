@@ -1,10 +1,11 @@
 """Checks of the model blocks' arguments: names, distributions, released values, dims.
 
-The prior of a latent ``n`` is probed for its support, and ``n`` starts at the supported
-value closest to ``n_dp`` (:func:`initial_n`). A released value may be a number, an array, a pandas Series or DataFrame, an xarray DataArray or
+A released value may be a number, an array, a pandas Series or DataFrame, an xarray DataArray or
 a ``pm.Data`` container; it is checked and turned into a float array here, and the labels of a
-pandas or xarray value become the coordinates of the release's ``dims``. Every message names the
-block and the argument (``tests/test_bad_input.py`` is the catalogue).
+pandas or xarray value become the coordinates of the release's ``dims``. The prior of a latent
+``n`` is probed for its support, and ``n`` starts at the supported value closest to ``n_dp``
+(:func:`initial_n`). Every message names the block and the argument (``tests/test_bad_input.py``
+is the catalogue).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pymc_unbounded_dp.mechanisms import Mechanism
 
 
 def check_name(name, model: pm.Model, owner: str) -> str:
+    """``name`` checked as the name of a new variable of ``model``."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"{owner}: `name` must be a non-empty string, got {name!r}.")
     if name in model.named_vars:
@@ -39,6 +41,7 @@ def check_name(name, model: pm.Model, owner: str) -> str:
 
 
 def check_unregistered_dist(dist, model: pm.Model, owner: str, argument: str) -> None:
+    """Refuse ``dist`` unless it is an unregistered PyMC distribution (``pm.Normal.dist(...)``)."""
     if not isinstance(dist, TensorVariable) or dist.owner is None:
         raise TypeError(
             f"{owner}: `{argument}` must be an unregistered PyMC distribution such as "
