@@ -36,12 +36,12 @@ from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._keywords import check_keywords, named_keywords
 from pymc_unbounded_dp._log_density import ModelLogDensity
-from pymc_unbounded_dp.blocks import (
-    check_releases,
+from pymc_unbounded_dp._registry import (
     is_private_model_variable,
     observed_value,
     records_in_containers,
 )
+from pymc_unbounded_dp.blocks import check_releases
 from pymc_unbounded_dp.conjugate import ConjugateGibbs
 from pymc_unbounded_dp.dirichlet_interweave import DirichletInterweave, dirichlet_concentrations
 from pymc_unbounded_dp.independence import IndependenceMetropolis
