@@ -9,7 +9,7 @@ import pytest
 
 from pymc_unbounded_dp.mcem.boundary import candidates
 from pymc_unbounded_dp.mcem.optimise import BOUNDARY, jacobian, maximise
-from pymc_unbounded_dp.mcem.options import check_integer, validated_options
+from pymc_unbounded_dp.mcem.options import validated_options
 from pymc_unbounded_dp.mcem.result import Convergence
 from pymc_unbounded_dp.mcem.simulated import SimulatedState, advance
 
@@ -65,28 +65,9 @@ def test_advance_retries_an_indefinite_information_once(options):
     assert status is Convergence.BUDGET
 
 
-@pytest.mark.parametrize(
-    ("value", "minimum", "ok"),
-    [
-        (1, 1, True),
-        (np.int64(3), 2, True),
-        (0, 0, True),
-        (0, 1, False),
-        (True, 1, False),
-        (2.0, 1, False),
-    ],
-)
-def test_check_integer(value, minimum, ok):
-    if ok:
-        check_integer(value, "thin", minimum)
-    else:
-        with pytest.raises(ValueError, match=f"`thin` must be an integer >= {minimum}"):
-            check_integer(value, "thin", minimum)
-
-
 def test_validated_options_keeps_values_and_names_the_bad_one():
     assert validated_options(**DEFAULTS).batches == 4
-    with pytest.raises(ValueError, match="`batches` must be an integer >= 2"):
+    with pytest.raises(ValueError, match="mcem: `batches` must be an integer >= 2"):
         validated_options(**{**DEFAULTS, "batches": 1})
     with pytest.raises(ValueError, match="`max_replicates`=50 is below `replicates`=100"):
         validated_options(**{**DEFAULTS, "max_replicates": 50})

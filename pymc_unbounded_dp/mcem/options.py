@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_unbounded_dp._checks import check_integer
+
 #: Options that are counts, with the least value each accepts.
 _INTEGER_MINIMUM = {
     "initial_samples": 1,
@@ -52,9 +54,9 @@ def validated_options(**values) -> Options:
         value it caps (``max_samples < min_samples``, ``max_replicates < replicates``).
     """
     for name, minimum in _INTEGER_MINIMUM.items():
-        check_integer(values[name], name, minimum)
+        check_integer(values[name], name, "mcem", minimum)
     if values["n_moves"] is not None:
-        check_integer(values["n_moves"], "n_moves", 1)
+        check_integer(values["n_moves"], "n_moves", "mcem")
     growth = values["growth"]
     if not isinstance(growth, int | float | np.number) or not np.isfinite(growth) or growth < 1:
         raise ValueError(f"mcem: `growth` must be a finite number >= 1, got {growth!r}.")
@@ -73,15 +75,3 @@ def validated_options(**values) -> Options:
             f"{values['replicates']}."
         )
     return Options(**{k: (float(v) if isinstance(v, float) else v) for k, v in values.items()})
-
-
-def check_integer(value, name: str, minimum: int) -> None:
-    """Refuse ``value`` unless it is an integer (not a bool) at or above ``minimum``.
-
-    Raises
-    ------
-    ValueError
-        Naming the option ``name`` and the least value.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"mcem: `{name}` must be an integer >= {minimum}, got {value!r}.")
