@@ -1,7 +1,7 @@
 """Model compilation: find the privacy blocks in a ``pm.Model`` and build the compiled pieces.
 
 Built once per model (and cached), shared by the step methods, MCEM and the benchmarks. A model
-has one or more *record tables* (:class:`~pymc_unbounded_dp.blocks.TableSpec`: record variables
+has one or more *record tables* (:class:`~pymc_unbounded_dp._registry.TableSpec`: record variables
 with one ``n`` and the sums released from them); each gets a :class:`CompiledTable` with
 
 * ``propose(point, m)``: ``m`` fresh records drawn ancestrally from the record model at the
@@ -35,15 +35,15 @@ from pymc.pytensorf import find_rng_nodes, reseed_rngs
 from pytensor.graph.replace import clone_replace
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, with_record_count
-from pymc_unbounded_dp.blocks import (
+from pymc_unbounded_dp._registry import (
     ModelBlocks,
     RecordsSpec,
     SampleSizeSpec,
     TableSpec,
-    check_releases,
     model_blocks,
     observed_value,
 )
+from pymc_unbounded_dp.blocks import check_releases
 from pymc_unbounded_dp.kernels import NoiseArrays, RecordTarget, default_n_moves
 
 
@@ -279,6 +279,7 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
     ------
     ValueError
         If the model has no ``Records``, a record table without any ``PrivatizedSum``, a
+        ``SampleSize`` that no ``Records`` use (it would be sampled as a free-standing ``n``), a
         released value that is not valid any more, or a Potential, observed variable or parameter
         that reads the records or a latent ``n`` (the moves would leave it out of their targets).
     """
@@ -296,6 +297,13 @@ def compile_model(model: pm.Model | None = None) -> CompiledModel:
                 f"The model has pmdp.Records {names} but no pmdp.PrivatizedSum of them: without a "
                 "release the records carry no information. Add pmdp.PrivatizedSum(name, "
                 "statistic, mechanism, observed)."
+            )
+    for size in blocks.sample_sizes:
+        if not any(r.n is size.rv for r in blocks.records):
+            raise ValueError(
+                f"The model has pmdp.SampleSize {size.name!r} but no pmdp.Records use it: it would "
+                f"be sampled as a free-standing n. Pass n=<the SampleSize> to its Records, e.g. "
+                f"pmdp.Records(name, dist, n={size.name})."
             )
     check_releases(model)
     _refuse_terms_the_moves_cannot_see(model, blocks)

@@ -42,7 +42,7 @@ from pymc.pytensorf import compile as compile_pymc
 
 from pymc_unbounded_dp._compile import CompiledModel
 from pymc_unbounded_dp._graph import KERNEL_MODE, without_guards
-from pymc_unbounded_dp.blocks import observed_value
+from pymc_unbounded_dp._registry import observed_value
 
 __all__ = ["ModelLogDensity"]
 

@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from pymc_unbounded_dp._checks import check_integer, integer_wording
+
 __all__ = ["build_parser", "main"]
 
 DEFAULT_OUT = Path("pmdp-out")
@@ -39,14 +41,22 @@ MAX_RECORDS = 10**8
 SUMS_FROM = 100_000
 
 
-def _positive_int(text: str) -> int:
+def _integer_from(text: str, minimum: int) -> int:
+    """``text`` as an integer ``>= minimum``, or the usage error naming what it must be."""
     try:
-        value = int(text)
+        return check_integer(int(text), "value", minimum=minimum)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"must be {integer_wording(minimum)}, got {text!r}"
+        ) from None
+
+
+def _positive_int(text: str) -> int:
+    return _integer_from(text, minimum=1)
+
+
+def _non_negative_int(text: str) -> int:
+    return _integer_from(text, minimum=0)
 
 
 def _record_count(text: str) -> int:
@@ -59,16 +69,6 @@ def _record_count(text: str) -> int:
             f"must be a whole number of records from 1 to {MAX_RECORDS:.0e}, got {text!r}"
         )
     return int(value)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
-    return value
 
 
 def _positive_float(text: str) -> float:
@@ -125,7 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="{demo,epsilon,reproduce}", parser_class=_Parser
     )
+    _add_demo(sub)
+    _add_epsilon(sub)
+    _add_reproduce(sub)
+    return parser
 
+
+def _add_demo(sub) -> None:
+    """``pmdp demo``'s arguments."""
     demo = sub.add_parser(
         "demo",
         help="fit the linear-regression example (unbounded DP) and write posterior and figures",
@@ -159,18 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="seed of data, noise and sampler (default: 1)",
     )
-    demo.add_argument(
-        "--epsilon-s",
-        type=_positive_float,
-        default=1.0,
-        help="privacy budget of the statistics (default: 1)",
-    )
-    demo.add_argument(
-        "--epsilon-n",
-        type=_positive_float,
-        default=0.5,
-        help="privacy budget of the sample size (default: 0.5)",
-    )
+    for flag, default, what in (
+        ("--epsilon-s", 1.0, "the statistics (default: 1)"),
+        ("--epsilon-n", 0.5, "the sample size (default: 0.5)"),
+    ):
+        demo.add_argument(
+            flag, type=_positive_float, default=default, help=f"privacy budget of {what}"
+        )
     demo.add_argument(
         "--sampler",
         choices=["gibbs", "nuts"],
@@ -196,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(func=_demo)
 
+
+def _add_epsilon(sub) -> None:
+    """``pmdp epsilon``'s arguments."""
     eps = sub.add_parser(
         "epsilon",
         help="choose epsilon for the regression example: membership risk beside the analyst's "
@@ -262,21 +267,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.5,
         help="the attacker's prior that the target is in the data (default: %(default)s)",
     )
-    eps.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        help="worker processes of a local Dask cluster (default: one per core; 1 runs the fits "
+    _add_dask(
+        eps,
+        "worker processes of a local Dask cluster (default: one per core; 1 runs the fits "
         "in this process)",
-    )
-    eps.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="run the fits on a running Dask scheduler instead",
+        "run the fits on a running Dask scheduler instead",
     )
     eps.set_defaults(func=_epsilon)
 
+
+def _add_reproduce(sub) -> None:
+    """``pmdp reproduce``'s arguments."""
     rep = sub.add_parser(
         "reproduce",
         help="run one of the paper's studies (regression, atus, mcem) on Dask",
@@ -303,47 +304,46 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="output folder (default: pmdp-out/reproduce-STUDY[-quick])",
     )
-    rep.add_argument(
-        "--replicates",
-        type=_positive_int,
-        default=None,
-        help="data sets (regression, mcem) or releases (atus) per grid point "
-        "(default: the paper's 100 regression and atus, 20 mcem; quick: 1 or 2)",
+    for flag, kind, what in (
+        (
+            "--replicates",
+            _positive_int,
+            "data sets (regression, mcem) or releases (atus) per grid point "
+            "(default: the paper's 100 regression and atus, 20 mcem; quick: 1 or 2)",
+        ),
+        ("--draws", _positive_int, "posterior draws per chain (regression, atus)"),
+        ("--tune", _non_negative_int, "tuning iterations per chain (regression, atus)"),
+        ("--chains", _positive_int, "chains per fit (regression, atus; default 2)"),
+        ("--seed", _non_negative_int, "study seed"),
+    ):
+        rep.add_argument(flag, type=kind, default=None, help=what)
+    for flag, what in (
+        ("--epsilon-s", "comma-separated epsilon_s values (overrides the grid)"),
+        (
+            "--epsilon-n",
+            "comma-separated epsilon_n values (overrides the grid; 'inf': n "
+            "public, mcem study only)",
+        ),
+    ):
+        rep.add_argument(flag, type=_epsilon_list, default=None, metavar="LIST", help=what)
+    _add_study_data(rep)
+    _add_dask(
+        rep,
+        "worker processes of the local Dask cluster (default: one per core)",
+        "run on a running Dask scheduler (e.g. tcp://host:8786) instead of a "
+        "local cluster; its workers need this package installed",
     )
     rep.add_argument(
-        "--draws",
-        type=_positive_int,
-        default=None,
-        help="posterior draws per chain (regression, atus)",
+        "--report-only",
+        action="store_true",
+        help="only write tables and figures from the fits already finished in --out",
     )
-    rep.add_argument(
-        "--tune",
-        type=_non_negative_int,
-        default=None,
-        help="tuning iterations per chain (regression, atus)",
-    )
-    rep.add_argument(
-        "--chains",
-        type=_positive_int,
-        default=None,
-        help="chains per fit (regression, atus; default 2)",
-    )
-    rep.add_argument("--seed", type=_non_negative_int, default=None, help="study seed")
-    rep.add_argument(
-        "--epsilon-s",
-        type=_epsilon_list,
-        default=None,
-        metavar="LIST",
-        help="comma-separated epsilon_s values (overrides the grid)",
-    )
-    rep.add_argument(
-        "--epsilon-n",
-        type=_epsilon_list,
-        default=None,
-        metavar="LIST",
-        help="comma-separated epsilon_n values (overrides the grid; 'inf': n "
-        "public, mcem study only)",
-    )
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rep.set_defaults(func=_reproduce)
+
+
+def _add_study_data(rep) -> None:
+    """``pmdp reproduce``'s arguments about the data and the model of a study."""
     rep.add_argument(
         "--records",
         type=_positive_int,
@@ -366,27 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="regression: parameter update given the records, exact conjugate "
         "draws (default) or NUTS",
     )
-    rep.add_argument(
-        "--workers",
-        type=_positive_int,
-        default=None,
-        help="worker processes of the local Dask cluster (default: one per core)",
-    )
-    rep.add_argument(
-        "--scheduler",
-        default=None,
-        metavar="ADDRESS",
-        help="run on a running Dask scheduler (e.g. tcp://host:8786) instead of a "
-        "local cluster; its workers need this package installed",
-    )
-    rep.add_argument(
-        "--report-only",
-        action="store_true",
-        help="only write tables and figures from the fits already finished in --out",
-    )
-    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
-    rep.set_defaults(func=_reproduce)
-    return parser
+
+
+def _add_dask(parser, workers: str, scheduler: str) -> None:
+    """``--workers`` and ``--scheduler``, with their help texts."""
+    parser.add_argument("--workers", type=_positive_int, default=None, help=workers)
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS", help=scheduler)
 
 
 # -- shared checks -------------------------------------------------------------------------------
@@ -415,37 +400,12 @@ def _demo(args, out=None) -> int:
     matplotlib.use("Agg", force=False)
     import numpy as np
 
-    from pymc_unbounded_dp.examples.demo import demo_release, demo_summary, fit_demo, save_demo
-    from pymc_unbounded_dp.examples.study.reporting import (
-        ESS_PER_CHAIN,
-        FLAG,
-        R_HAT_MAX,
-        convergence_flags,
-        flag_labels,
-    )
+    from pymc_unbounded_dp.examples.demo import demo_release, fit_demo, save_demo
 
     folder = _writable_folder(args.out)
     tune = min(1000, args.draws) if args.tune is None else args.tune
     augment = args.augment or ("records" if args.records <= SUMS_FROM else "sums")
-    kind = "bounded DP (n known)" if args.bounded else "unbounded DP (n released with noise)"
-    print(f"pmdp demo: linear regression, n = {args.records:,}, {kind}", file=out)
-    print(
-        f"  epsilon_s = {args.epsilon_s:g} (9 statistics, Laplace, sensitivity 9)"
-        + ("" if args.bounded else f", epsilon_n = {args.epsilon_n:g} (discrete Laplace)"),
-        file=out,
-    )
-    how = (
-        "the sums level's normal approximation (augment='sums': the records are not carried; "
-        "see docs/census_scale.md)"
-        if augment == "sums"
-        else f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'}, every record"
-    )
-    print(
-        f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
-        f"{how} ...",
-        file=out,
-    )
-    out.flush()
+    _print_demo_plan(args, tune, augment, out)
     result = fit_demo(
         draws=args.draws,
         tune=tune,
@@ -472,6 +432,51 @@ def _demo(args, out=None) -> int:
         f"{published.neighbouring} neighbours (release.json)",
         file=out,
     )
+    _print_demo_posterior(result, args, augment, out)
+    stats = result.idata["sample_stats"]
+    if "diverging" in stats:
+        print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
+    written = save_demo(result, folder)
+    print("\nWrote:\n" + "\n".join(f"  {p}" for p in written), file=out)
+    return 0
+
+
+def _print_demo_plan(args, tune: int, augment: str, out) -> None:
+    """What ``pmdp demo`` is about to fit, and how."""
+    kind = "bounded DP (n known)" if args.bounded else "unbounded DP (n released with noise)"
+    print(f"pmdp demo: linear regression, n = {args.records:,}, {kind}", file=out)
+    print(
+        f"  epsilon_s = {args.epsilon_s:g} (9 statistics, Laplace, sensitivity 9)"
+        + ("" if args.bounded else f", epsilon_n = {args.epsilon_n:g} (discrete Laplace)"),
+        file=out,
+    )
+    how = (
+        "the sums level's normal approximation (augment='sums': the records are not carried; "
+        "see docs/census_scale.md)"
+        if augment == "sums"
+        else f"{'exact conjugate draws' if args.sampler == 'gibbs' else 'NUTS'}, every record"
+    )
+    print(
+        f"  sampling {args.chains} chains x ({tune} tune + {args.draws} draws), parameters by "
+        f"{how} ...",
+        file=out,
+    )
+    out.flush()
+
+
+def _print_demo_posterior(result, args, augment: str, out) -> None:
+    """The demo's posterior beside the true values, with advice when the chains are short."""
+    import numpy as np
+
+    from pymc_unbounded_dp.examples.demo import demo_summary
+    from pymc_unbounded_dp.examples.study.reporting import (
+        ESS_PER_CHAIN,
+        FLAG,
+        R_HAT_MAX,
+        convergence_flags,
+        flag_labels,
+    )
+
     summary = demo_summary(result)
     shown = summary[["true", "mean", "sd", "lower", "upper", "r_hat", "ess_bulk"]].rename(
         columns={"lower": "lower_94", "upper": "upper_94"}
@@ -502,12 +507,6 @@ def _demo(args, out=None) -> int:
             ),
             file=out,
         )
-    stats = result.idata["sample_stats"]
-    if "diverging" in stats:
-        print(f"NUTS divergences: {int(stats['diverging'].values.sum())}", file=out)
-    written = save_demo(result, folder)
-    print("\nWrote:\n" + "\n".join(f"  {p}" for p in written), file=out)
-    return 0
 
 
 # -- epsilon -------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from pymc.model import modelcontext
 from scipy import optimize, special, stats
 
 from pymc_unbounded_dp._graph import depends_on, quick_function
-from pymc_unbounded_dp.blocks import SampleSizeSpec, TableSpec, model_blocks, observed_value
+from pymc_unbounded_dp._registry import SampleSizeSpec, TableSpec, model_blocks, observed_value
 from pymc_unbounded_dp.kernels._noise import SHAPE_ABS, SHAPE_SQUARE
 from pymc_unbounded_dp.mechanisms import _GaussianFamily, _LaplaceFamily
 from pymc_unbounded_dp.sums import LATENT_SUM_ROLE

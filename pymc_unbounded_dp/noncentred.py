@@ -61,7 +61,7 @@ from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, without_guards
-from pymc_unbounded_dp.blocks import ModelBlocks, RecordsSpec
+from pymc_unbounded_dp._registry import ModelBlocks, RecordsSpec
 
 __all__ = [
     "FlatLogTarget",

@@ -22,7 +22,7 @@ from pymc.model import modelcontext
 
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._graph import depends_on
-from pymc_unbounded_dp.blocks import ModelBlocks, TableSpec, model_blocks, observed_value
+from pymc_unbounded_dp._registry import ModelBlocks, TableSpec, model_blocks, observed_value
 from pymc_unbounded_dp.sampling import _group, _set_group, _without
 from pymc_unbounded_dp.sums import AUGMENT_LEVELS, table_law
 

@@ -394,7 +394,7 @@ class Plan:
             exact, n = _sum_records(records, summed, owner)
         else:
             exact, n = _check_sums(sums, n, summed, owner)
-        entries = {}
+        noisy = {}
         for name, stat in self.statistics.items():
             value = n if stat.kind == "count" else exact[name]
             mechanism = self.mechanisms[name]
@@ -406,18 +406,28 @@ class Plan:
                 where = f"{owner}: `{source}` (value {name!r})"
                 released = _add_noise(value, mechanism, sampler, where)
                 used = f"opendp {opendp_version()}" if sampler == "opendp" else _own_sampler()
-            entries[name] = Released(
+            noisy[name] = released, used
+        return self._release_of(noisy)
+
+    def _release_of(self, noisy: Mapping[str, tuple]) -> Release:
+        """The :class:`Release` of ``noisy``, ``{name: (released value, sampler)}`` for every
+        value of the plan: :meth:`release` draws the values with exact noise,
+        :func:`pymc_unbounded_dp.epsilon.simulate_release` with simulated noise for studies."""
+        entries = {
+            name: Released(
                 name=name,
                 kind=stat.kind,
-                value=_plain(released, stat.integer),
+                value=_plain(noisy[name][0], stat.integer),
                 lower=stat.lower,
                 upper=stat.upper,
                 integer=stat.integer,
                 sensitivity=self.sensitivities[name],
-                mechanism=mechanism,
+                mechanism=self.mechanisms[name],
                 share=self.shares.get(name),
-                sampler=used,
+                sampler=noisy[name][1],
             )
+            for name, stat in self.statistics.items()
+        }
         return Release(
             entries,
             neighbouring=self.neighbouring,

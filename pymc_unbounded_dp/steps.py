@@ -38,13 +38,13 @@ from pymc_unbounded_dp._pymc_bridge import (
     register_step_method,
     step_method_names,
 )
-from pymc_unbounded_dp._step_assembly import check_interweave, interweave_steps, parameter_steps
-from pymc_unbounded_dp.blocks import (
-    check_releases,
+from pymc_unbounded_dp._registry import (
     is_private_model_variable,
     observed_value,
     records_in_containers,
 )
+from pymc_unbounded_dp._step_assembly import check_interweave, interweave_steps, parameter_steps
+from pymc_unbounded_dp.blocks import check_releases
 from pymc_unbounded_dp.interweave import Interweave
 from pymc_unbounded_dp.sums import (
     MODEL_LOGP_STAT,

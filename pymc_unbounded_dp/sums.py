@@ -43,7 +43,8 @@ from pymc_unbounded_dp import laws
 from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp._pymc_bridge import PackageStep
-from pymc_unbounded_dp.blocks import MAX_RECORDS, TableSpec, check_releases
+from pymc_unbounded_dp._registry import TableSpec
+from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.kernels import sums as sums_kernel
 from pymc_unbounded_dp.moments import integration_error, moment_function, record_moments
 

@@ -17,7 +17,8 @@ import pytest
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import compile_model
-from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases, model_blocks
+from pymc_unbounded_dp._registry import model_blocks
+from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.steps import RecordsStep
 
 LAPLACE = pmdp.Laplace(epsilon=1.0)
@@ -365,6 +366,12 @@ CATALOGUE = [
         in_model(pm.Model, lambda m: (pm.Normal("a"), pmdp.sample())),
         ValueError,
         ["no pmdp.Records"],
+    ),
+    (
+        "sample-unused-sample-size",
+        in_model(released, lambda m: (pmdp.SampleSize("m", 57, COUNT), pmdp.sample())),
+        ValueError,
+        ["SampleSize 'm'", "no pmdp.Records use it", "n=<the SampleSize>"],
     ),
     (
         "reversible-jump-n-moves",

@@ -190,7 +190,7 @@ def test_pandas_and_xarray_releases_are_taken_as_pymc_takes_them():
     import pandas as pd
     import xarray as xr
 
-    from pymc_unbounded_dp.blocks import observed_value
+    from pymc_unbounded_dp._registry import observed_value
 
     region = pd.Index(["north", "south", "west"], name="region")
     counts = pd.Series([30.0, 12.0, 18.0], index=region)

@@ -17,7 +17,7 @@ from mcmc_checks import Z_LIMIT, draws_of, mcse_of_mean
 from oracles import bernoulli_posterior
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.mcem import mcem
 
 MECHANISM = pmdp.Laplace(epsilon=1.0)

@@ -9,7 +9,7 @@ import pytest
 from pytensor.compile.mode import Mode
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import records_in_containers
+from pymc_unbounded_dp._registry import records_in_containers
 from pymc_unbounded_dp.examples import atus, regression
 from pymc_unbounded_dp.examples.study import posterior_table, suggested_n_moves
 

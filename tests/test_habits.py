@@ -16,7 +16,7 @@ from mcmc_checks import assert_centred_variance_matches, assert_mean_matches, dr
 from oracles import bernoulli_posterior
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 
 MECHANISM = pmdp.Laplace(epsilon=1.0)
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)

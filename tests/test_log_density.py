@@ -14,7 +14,7 @@ from pytensor.graph.traversal import ancestors
 from scipy.special import logit
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import records_in_containers
+from pymc_unbounded_dp._registry import records_in_containers
 
 S_MECHANISM = pmdp.Laplace(epsilon=1.0)
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)

@@ -19,6 +19,7 @@ from oracles import log_normal_laplace
 from scipy import optimize, special, stats
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.mcem import Convergence, MCEMResult, mcem
 from pymc_unbounded_dp.mcem import objective as objective_module
 
@@ -205,7 +206,7 @@ def test_result_structure(bounded_fit):
 
 def test_model_records_are_untouched(bounded_model, bounded_fit):
     """The objective takes the imputed records as inputs: the model's containers never change."""
-    data = pmdp.blocks.model_blocks(bounded_model).records[0].data.get_value()
+    data = model_blocks(bounded_model).records[0].data.get_value()
     assert data.shape == (N_BOUNDED,)
 
 

@@ -154,7 +154,9 @@ def test_continue_a_simulated_fit(two_model, two_fit, two_exact):
     more = pmdp.mcem(two_model, init=two_fit, random_seed=2, progressbar=False)
     assert more.method == "simulated" and more.converged == "interior"
     done = two_fit.history.sizes["iteration"]
-    assert more.history.sizes["iteration"] > done
+    total = more.history.sizes["iteration"]
+    assert total > done
+    assert list(more.history["iteration"].values) == list(range(1, total + 1))  # numbered on
     assert int(more.history["n_samples"][done]) == two_fit.state.n_samples
     mle, se = two_exact
     assert (

@@ -13,7 +13,7 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
-from pymc_unbounded_dp.blocks import records_in_containers
+from pymc_unbounded_dp._registry import records_in_containers
 from pymc_unbounded_dp.noncentred import (
     _DiscreteQuantile,
     _has,

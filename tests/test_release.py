@@ -15,7 +15,7 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import release as rl
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 
 dp.enable_features("contrib")
 

@@ -9,7 +9,7 @@ from oracles import bernoulli_posterior, normal_posterior, two_variable_posterio
 from pytensor.link.vm import VMLinker
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import records_in_containers
+from pymc_unbounded_dp._registry import records_in_containers
 
 SAMPLE = dict(
     draws=2000, tune=500, chains=4, cores=1, progressbar=False, compute_convergence_checks=False

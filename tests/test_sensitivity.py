@@ -10,7 +10,7 @@ import pytest
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._ranges import statistic_range
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.examples import atus
 from pymc_unbounded_dp.examples import regression as reg
 from pymc_unbounded_dp.sensitivity import sum_sensitivity

@@ -347,7 +347,7 @@ def _released(model) -> tuple[list[float], int | None, object, object]:
     """The sums the model conditions on, its ``n_dp``, and their mechanisms."""
     import numpy as np
 
-    from pymc_unbounded_dp.blocks import model_blocks, observed_value
+    from pymc_unbounded_dp._registry import model_blocks, observed_value
 
     blocks = model_blocks(model)
     values = np.concatenate(
@@ -380,7 +380,7 @@ def _run_with_fake_sample(study, monkeypatch, shapes):
 
 
 def model_blocks_have_n(model) -> bool:
-    from pymc_unbounded_dp.blocks import model_blocks
+    from pymc_unbounded_dp._registry import model_blocks
 
     return bool(model_blocks(model).sample_sizes)
 

@@ -34,7 +34,7 @@ from oracles import (
 )
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.sums import BERRY_ESSEEN, Accuracy, approximation_accuracy
 
 SUM_NOISE = pmdp.Laplace(epsilon=0.5)

@@ -28,7 +28,7 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.noncentred import describe_forms
 
 SAMPLE = dict(

@@ -20,7 +20,7 @@ from pytensor.tensor.variable import TensorConstant
 from scipy import stats
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp.blocks import model_blocks
+from pymc_unbounded_dp._registry import model_blocks
 
 S_DP, N_DP = 9.3, 20
 MECHANISM = pmdp.Laplace(epsilon=1.0)

@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._checks import check_integer
 
 
 class LaplaceBudgets:
@@ -56,8 +57,7 @@ def chunked_sums(
     """The exact sums of ``n`` simulated records, ``chunk`` at a time (memory ``O(chunk)``):
     ``statistics(size, seed)`` simulates ``size`` records from its own stream of ``seed`` and
     returns their summed statistics. ``owner`` names the caller in the error for a bad ``n``."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"{owner}: `n` must be an integer >= 0, got {n!r}.")
+    check_integer(n, "n", owner, minimum=0)
     sizes = [chunk] * (int(n) // chunk) + ([int(n) % chunk] if int(n) % chunk or not n else [])
     parts = [statistics(size, child) for size, child in zip(sizes, seed.spawn(len(sizes)))]
     return np.sum(parts, axis=0)

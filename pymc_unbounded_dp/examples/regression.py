@@ -61,6 +61,7 @@ import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import release as rl
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp.examples._release import (
     Release,
     chunked_sums,
@@ -163,8 +164,7 @@ def regression_truth() -> dict[str, float]:
 
 def simulate_regression(n: int = 1000, seed=None) -> RegressionData:
     """``x ~ N((1, -1), I)``, ``y = 0 - x1 + x2 + N(0, 1)``: the paper's simulated data."""
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
-        raise ValueError(f"simulate_regression: `n` must be a non-negative integer, got {n!r}.")
+    check_integer(n, "n", "simulate_regression", minimum=0)
     rng = np.random.default_rng(seed)
     x = rng.normal(TRUE_MU, 1.0, size=(int(n), 2))
     y = TRUE_BETA[0] + x @ TRUE_BETA[1:] + rng.normal(0.0, 1.0 / np.sqrt(TRUE_TAU), size=int(n))

@@ -43,6 +43,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp.examples._release import LaplaceBudgets
 
 __all__ = [
@@ -171,10 +172,7 @@ def simulate_two_sample(
     {'control': 10, 'treatment': 12}
     """
     for arg, value in (("n_control", n_control), ("n_treatment", n_treatment)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-            raise ValueError(
-                f"simulate_two_sample: `{arg}` must be a non-negative int, got {value!r}."
-            )
+        check_integer(value, arg, "simulate_two_sample", minimum=0)
     if not sigma > 0:
         raise ValueError(f"simulate_two_sample: `sigma` must be positive, got {sigma!r}.")
     rng = np.random.default_rng(seed)

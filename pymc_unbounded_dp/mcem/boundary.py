@@ -1,116 +1,29 @@
-"""Maximisation of a (simulated) log-likelihood, its Hessian, and the profile that names a
-boundary supremum.
+"""Profiles towards a bound, and the :class:`~pymc_unbounded_dp.mcem.Boundary` they name.
 
-All functions work on the unconstrained scale (PyMC's transforms): a parameter with a bound is
-on a log or logit scale, so "towards the boundary" is "towards +-infinity" there, capped at
-:data:`~pymc_unbounded_dp.mcem.em.BOUNDARY`.
+A parameter with a bound (PyMC transforms: log, logit, interval) whose estimate runs to the cap
+of the unconstrained scale (:data:`~pymc_unbounded_dp.mcem.optimise.BOUNDARY`) or is weakly
+identified is profiled towards the bound, the other parameters maximised (:func:`find`). A
+profile that does not decrease means the supremum is on the boundary; :func:`named` reports it on
+the natural scale.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable
+import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.optimize import minimize
 
-from pymc_unbounded_dp.mcem.em import BOUNDARY
+from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik
+from pymc_unbounded_dp.mcem.optimise import BOUNDARY, LogLik, Maximum, maximise
+from pymc_unbounded_dp.mcem.result import Boundary, element_labels
 
-#: ``flat -> (log-likelihood, gradient)`` on the unconstrained scale.
-LogLik = Callable[[np.ndarray], tuple[float, np.ndarray]]
-
-#: Restarts of L-BFGS-B, and the improvement (nats) below which it stops restarting.
-MAX_RESTARTS = 8
-RESTART_IMPROVEMENT = 1e-4
 #: Where the profile is evaluated, as fractions of the way from the start to the bound.
 PROFILE_FRACTIONS = (0.0, 0.25, 0.5, 1.0)
 #: A profile that drops by less than this (nats) towards the bound is taken as non-decreasing.
 PROFILE_TOLERANCE = 1e-3
 #: Transformed parameters with an unconstrained standard error above this are checked.
 WEAK_IDENTIFICATION_SE = 1.0
-
-
-class Maximum(NamedTuple):
-    """A maximiser, its value and whether L-BFGS-B reported success."""
-
-    x: np.ndarray
-    value: float
-    success: bool
-    message: str
-
-
-def maximise(loglik: LogLik, start: np.ndarray, transformed: np.ndarray, fixed=None) -> Maximum:
-    """L-BFGS-B maximiser of ``loglik`` from ``start``; transformed parameters are kept within
-    ``+-BOUNDARY``; ``fixed`` (an index) holds one coordinate at its value in ``start``."""
-    free = np.ones(start.size, dtype=bool)
-    if fixed is not None:
-        free[fixed] = False
-
-    def negative(x_free):
-        x = start.copy()
-        x[free] = x_free
-        value, grad = loglik(x)
-        if not np.isfinite(value):
-            return np.inf, np.zeros(free.sum())
-        return -value, -grad[free]
-
-    if not free.any():
-        return Maximum(start.copy(), float(loglik(start)[0]), True, "nothing to maximise")
-    bounds = [(-BOUNDARY, BOUNDARY) if t else (None, None) for t in transformed[free]]
-    x_free, value = start[free], -np.inf
-    # Restarted until it stops improving: the line search of L-BFGS-B can stall on the kinks of
-    # a simulated likelihood, and a restart (fresh curvature memory) moves on.
-    for _ in range(MAX_RESTARTS):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            result = minimize(
-                negative,
-                x_free,
-                jac=True,
-                method="L-BFGS-B",
-                bounds=bounds,
-                options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
-            )
-        improvement = -float(result.fun) - value
-        x_free, value = result.x, -float(result.fun)
-        if improvement < RESTART_IMPROVEMENT:
-            break
-    x = start.copy()
-    x[free] = x_free
-    return Maximum(x, value, bool(result.success), str(result.message))
-
-
-def hessian(loglik: LogLik, x: np.ndarray, steps: np.ndarray) -> np.ndarray:
-    """Symmetrised central differences of the gradient of ``loglik`` at ``x``."""
-    size = x.size
-    out = np.empty((size, size))
-    for j in range(size):
-        shift = np.zeros(size)
-        shift[j] = steps[j]
-        out[:, j] = (loglik(x + shift)[1] - loglik(x - shift)[1]) / (2.0 * steps[j])
-    return 0.5 * (out + out.T)
-
-
-def observed_information(loglik: LogLik, x: np.ndarray) -> np.ndarray:
-    """``-Hessian`` at ``x`` from central differences of the gradient over steps of half a
-    standard error per coordinate (a first pass with steps of 0.1 finds them).
-
-    The steps are wide on purpose: a simulated log-likelihood with Laplace noise is piecewise
-    smooth in the parameters (each replicate's density has a kink where its statistic crosses the
-    release), so its curvature is carried by the kinks, which a step much smaller than their
-    spacing misses (measured: a step of 1e-4 standard errors gives 40% of the curvature, half a
-    standard error within 5% of the exact one).
-    """
-    first = -hessian(loglik, x, np.full(x.size, 0.1))
-    return -hessian(loglik, x, hessian_steps(first))
-
-
-def hessian_steps(information: np.ndarray) -> np.ndarray:
-    """Half a standard error per coordinate (from the diagonal), within ``[1e-3, 1]``."""
-    diagonal = np.diag(information)
-    scale = np.where(diagonal > 0, 1.0 / np.sqrt(np.abs(diagonal) + 1e-300), 2.0)
-    return np.clip(0.5 * scale, 1e-3, 1.0)
 
 
 class Profile(NamedTuple):
@@ -187,3 +100,47 @@ def candidates(
             direction = np.sign(moved) if moved != 0 else (np.sign(estimate[j]) or 1.0)
             out.append((int(j), float(direction)))
     return out
+
+
+def find(
+    loglik: LogLik,
+    estimate: Maximum,
+    start: np.ndarray,
+    information: np.ndarray,
+    transformed: np.ndarray,
+) -> Profile | None:
+    """The first profile of the :func:`candidates` that does not decrease towards its bound
+    (``start``: where the run started), or ``None`` if the estimate is interior."""
+    for index, direction in candidates(estimate.x, start, information, transformed):
+        found = profile(loglik, estimate, index, direction, transformed, origin=float(start[index]))
+        if found.increasing:
+            return found
+    return None
+
+
+def named(objective: CompleteDataLogLik, found: Profile, errors) -> Boundary:
+    """The boundary ``found`` runs to, on the natural scale: the parameter element that moves
+    with the profiled unconstrained coordinate, its limit, and the profile (``errors``: the Monte
+    Carlo standard error of each profile value)."""
+    x = found.maximisers[-1]
+    names = [
+        label
+        for name, shape in zip(objective.natural.names, objective.natural.shapes)
+        for label in element_labels(name, shape)
+    ]
+    # the natural-scale coordinate that moves with the profiled unconstrained one
+    probe = x.copy()
+    probe[found.index] -= found.direction
+    moved = np.abs(objective.to_natural(x) - objective.to_natural(probe))
+    coordinate = int(np.argmax(moved))
+    values = np.array([objective.to_natural(m)[coordinate] for m in found.maximisers])
+    far = x.copy()
+    far[found.index] = found.direction * 700.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        limit = float(objective.to_natural(far)[coordinate])
+    if abs(limit) > 1e300:
+        limit = math.copysign(math.inf, limit)
+    elif abs(limit) < 1e-300:
+        limit = 0.0
+    direction = "upper" if limit > values[0] else "lower"
+    return Boundary(names[coordinate], direction, limit, values, found.values, np.asarray(errors))

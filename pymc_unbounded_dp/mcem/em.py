@@ -6,7 +6,8 @@
   unconstrained scale, warm-started);
 * :func:`information` gives Louis' complete-data and observed information from the sets;
 * :class:`EMLoop` iterates them with a growing Monte Carlo size until the stopping rule holds,
-  the M-step diverges, the budget is spent or the caller's ``switch`` asks for another method.
+  the M-step diverges, the budget is spent or the caller's ``switch`` asks for another method, and
+  gives the stage's :class:`~pymc_unbounded_dp.mcem.result.StageResult` (:meth:`EMLoop.result`).
 """
 
 from __future__ import annotations
@@ -21,38 +22,20 @@ import numpy as np
 from scipy.optimize import minimize
 
 from pymc_unbounded_dp import kernels
-from pymc_unbounded_dp.mcem.diagnostics import mean_variance, missing_information
+from pymc_unbounded_dp.mcem.information import (
+    inverse_information,
+    mean_variance,
+    missing_information,
+)
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik, Sets, average
-from pymc_unbounded_dp.mcem.result import Convergence
+from pymc_unbounded_dp.mcem.optimise import BOUNDARY, INFINITY
+from pymc_unbounded_dp.mcem.options import Options
+from pymc_unbounded_dp.mcem.result import Convergence, StageResult
 
-#: Largest absolute unconstrained value of a transformed parameter accepted from an M-step (log and
-#: logit scales: within exp(-30) ~ 1e-13 of a bound, or beyond exp(30) ~ 1e13): the maximiser is
-#: taken to run off to the boundary of the parameter space.
-BOUNDARY = 30.0
-#: The same for parameters on the real line: beyond it the maximiser runs off to infinity.
-INFINITY = 1e8
 #: Fewest imputed sets for a Monte Carlo error estimate.
 _MIN_MC_ROWS = 4
-
-
-@dataclass(frozen=True)
-class Options:
-    """The validated schedule and stopping options of :func:`pymc_unbounded_dp.mcem`."""
-
-    initial_samples: int
-    growth: float
-    min_samples: int
-    max_samples: int
-    max_iterations: int
-    tol: float
-    patience: int
-    thin: int
-    tune: int
-    n_moves: int | None
-    switch_rate: float = 0.9
-    replicates: int = 100
-    batches: int = 4
-    max_replicates: int = 3200
+#: Imputed sets an EM iteration needs before its fraction of missing information is trusted.
+SWITCH_MIN_SETS = 20
 
 
 class Diverged(Exception):
@@ -99,7 +82,8 @@ def m_step(objective: CompleteDataLogLik, u0: np.ndarray, sets: Sets) -> tuple[n
     ------
     Diverged
         If the objective is not finite at ``u0`` or at the maximiser, or the maximiser runs off to
-        the boundary of the parameter space (see :data:`BOUNDARY`, :data:`INFINITY`).
+        the boundary of the parameter space (:data:`~pymc_unbounded_dp.mcem.optimise.BOUNDARY`,
+        :data:`~pymc_unbounded_dp.mcem.optimise.INFINITY`).
     """
     value_and_grad = objective.scale("unconstrained").value_and_grad
 
@@ -195,6 +179,18 @@ def stopping_statistics(info: Information, step: np.ndarray) -> tuple[float, flo
         return distance, np.inf
     mc_covariance = complete_inverse @ mean_variance(info.scores) @ complete_inverse.T
     return distance, float(np.max(np.sqrt(np.maximum(np.diag(mc_covariance), 0.0)) / se))
+
+
+def mc_error(info: Information, count: int) -> np.ndarray:
+    """Monte Carlo standard error of an EM estimate from ``count`` imputed sets:
+    ``sqrt(diag(I_c^{-1} V I_c^{-1}))`` (NaN if ``I_c`` is singular or ``count < 4``)."""
+    try:
+        inverse = np.linalg.inv(info.complete)
+    except np.linalg.LinAlgError:
+        return np.full(info.complete.shape[0], np.nan)
+    if count < _MIN_MC_ROWS:
+        return np.full(info.complete.shape[0], np.nan)
+    return np.sqrt(np.maximum(np.diag(inverse @ mean_variance(info.scores) @ inverse.T), 0.0))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -295,6 +291,40 @@ class EMLoop:
             "pmdp.mcem(model, init=result) or raise max_iterations"
         )
         return EMOutcome(u, count, Convergence.BUDGET, reason, self.state, rate)
+
+    def result(self, outcome: EMOutcome) -> StageResult:
+        """The stage's result: unless it diverged, Louis' observed information (standard errors)
+        and the Monte Carlo error from ``outcome.n_samples`` fresh sets at the estimate."""
+        objective = self.objective
+        natural = objective.to_natural(outcome.unconstrained)
+        size = natural.size
+        covariance = np.full((size, size), np.nan)
+        mc_sd = np.full(size, np.nan)
+        rate = outcome.missing_fraction
+        if outcome.status is not Convergence.DIVERGED:
+            step = self.impute(outcome.unconstrained, outcome.n_samples)
+            info = information(objective, "natural", natural, step.sets)
+            covariance = inverse_information(info.observed)
+            rate = info.missing_fraction
+            mc_sd = mc_error(info, step.sets.n_values.size)
+        return StageResult(
+            unconstrained=outcome.unconstrained,
+            covariance=covariance,
+            mc_error=mc_sd,
+            standard_error_mc_error=np.full(size, np.nan),
+            converged=outcome.status,
+            reason=outcome.reason,
+            method="em",
+            missing_information=rate,
+            n_samples=outcome.n_samples,
+        )
+
+    def complete_information(self, u: np.ndarray) -> np.ndarray:
+        """Louis' complete-data information ``I_c`` at ``u`` (unconstrained) from fresh imputed
+        sets, after moving the kernel chain to ``u`` (``tune`` sets)."""
+        self.impute(u, self.options.tune)
+        step = self.impute(u, max(self.options.min_samples, SWITCH_MIN_SETS))
+        return information(self.objective, "unconstrained", u, step.sets).complete
 
     def _last_statistics(self) -> str:
         if not self.rows:

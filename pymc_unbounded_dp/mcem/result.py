@@ -1,10 +1,13 @@
-"""The public result types of :func:`pymc_unbounded_dp.mcem`."""
+"""The public result types of :func:`pymc_unbounded_dp.mcem`, and the :class:`StageResult` each
+stage ends with."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from statistics import NormalDist
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -80,6 +83,25 @@ class Boundary:
             f"the likelihood increases as {self.parameter} -> {self.limit:g} ({self.direction} "
             f"boundary); profile log-likelihood (value: log L ± Monte Carlo error) {pairs}"
         )
+
+
+class StageResult(NamedTuple):
+    """How a stage of :func:`~pymc_unbounded_dp.mcem` (EM or simulated likelihood) ended: what
+    :class:`MCEMResult` is built from. Arrays are flat, natural scale, in the parameters' layout
+    order (each parameter raveled in C order), except ``unconstrained``.
+    """
+
+    unconstrained: np.ndarray
+    covariance: np.ndarray
+    mc_error: np.ndarray
+    standard_error_mc_error: np.ndarray
+    converged: Convergence
+    reason: str
+    method: str
+    missing_information: float
+    n_samples: int
+    boundary: Boundary | None = None
+    loglik: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -286,10 +308,34 @@ class MCEMResult:
             if values.ndim == 1:
                 columns[name] = values
                 continue
-            labels = _labels(name, values.shape[1:])
+            labels = element_labels(name, values.shape[1:])
             columns.update(zip(labels, values.reshape(count, -1).T, strict=True))
         index = pd.Index(history["iteration"].values, name="iteration")
         return pd.DataFrame(columns, index=index)
+
+
+def history(rows: list[dict], layout, previous: xr.Dataset | None) -> xr.Dataset:
+    """:attr:`MCEMResult.history`: the iterations' ``rows`` as a Dataset (dim ``iteration``;
+    parameters by the natural ``layout``), after those of the run continued (``previous``)."""
+    keys: list[str] = []
+    for row in rows:
+        keys += [k for k in row if k not in keys and k != "iteration"]
+    data = {}
+    for name in keys:
+        if name in layout.names:
+            shape = layout.shapes[layout.names.index(name)]
+            values = np.stack([np.asarray(row.get(name, np.full(shape, np.nan))) for row in rows])
+            dims = ["iteration", *(f"{name}_dim_{i}" for i in range(values.ndim - 1))]
+        elif name == "method":
+            values, dims = np.asarray([row[name] for row in rows]), ["iteration"]
+        else:
+            values = np.asarray([row.get(name, np.nan) for row in rows], dtype=float)
+            dims = ["iteration"]
+        data[name] = (dims, values)
+    current = xr.Dataset(data, coords={"iteration": [row["iteration"] for row in rows]})
+    if previous is None:
+        return current
+    return xr.concat([previous, current], dim="iteration") if rows else previous
 
 
 #: ``repr(MCEMResult)``: at most this many parameter elements, labels and reason cut to these
@@ -299,7 +345,7 @@ _LABEL_WIDTH = 20
 _REASON_WIDTH = 160
 
 
-def _labels(name: str, shape: tuple[int, ...]) -> list[str]:
+def element_labels(name: str, shape: tuple[int, ...]) -> list[str]:
     """``name`` for a scalar, ``name[i]`` / ``name[i,j]`` for the elements of an array (the
     labels of :attr:`MCEMResult.boundary`)."""
     if not shape:
@@ -311,7 +357,7 @@ def _elements(fields: dict[str, dict[str, np.ndarray]]) -> tuple[list[str], dict
     """The element labels of the parameters of ``fields["estimate"]`` and each field's values
     flattened in that order (C order within a parameter, as :attr:`MCEMResult.covariance`)."""
     estimate = fields["estimate"]
-    labels = [label for name, v in estimate.items() for label in _labels(name, np.shape(v))]
+    labels = [label for name, v in estimate.items() for label in element_labels(name, np.shape(v))]
     columns = {
         key: np.concatenate(
             [np.ravel(np.asarray(values[name], dtype=float)) for name in estimate] or [[]]

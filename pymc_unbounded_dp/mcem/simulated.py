@@ -26,12 +26,22 @@ The estimate is accurate where EM is slow: when the release noise dominates the 
 ``T`` (much missing information), the replicates' weights are even. The replicates are drawn in
 ``K`` independent batches; the maximiser of the pooled estimate is the MLE, and the spread of the
 batch maximisers gives its Monte Carlo error.
+
+* :class:`SimulatedLikelihood` compiles the estimate (the graph ``theta -> log L_hat`` over
+  batches of ancillaries) and places the window of ``n``;
+* :class:`SimulatedLoop` is the stage of :func:`~pymc_unbounded_dp.mcem` beside
+  :class:`~pymc_unbounded_dp.mcem.em.EMLoop`: rounds of more replicates (:meth:`~SimulatedLoop.step`
+  on a :class:`SimulatedState`) until the Monte Carlo error of the maximiser is below ``tol``
+  standard errors, the budget is spent, or a profile shows a supremum on the boundary.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -45,7 +55,21 @@ from scipy.special import logsumexp
 
 from pymc_unbounded_dp._compile import flat_statistics
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp.mcem import boundary
+from pymc_unbounded_dp.mcem.em import EMLoop
+from pymc_unbounded_dp.mcem.information import inverse_information, missing_information
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik
+from pymc_unbounded_dp.mcem.optimise import (
+    LogLik,
+    Maximum,
+    hessian,
+    hessian_steps,
+    jacobian,
+    maximise,
+    observed_information,
+)
+from pymc_unbounded_dp.mcem.options import Options
+from pymc_unbounded_dp.mcem.result import Convergence, StageResult
 from pymc_unbounded_dp.noncentred import noncentred_graphs, record_forms
 
 #: Non-centred forms whose records are differentiable in the parameters (randomized PITs of
@@ -55,6 +79,8 @@ DIFFERENTIABLE_FORMS = ("location-scale", "cholesky", "inverse-cdf")
 #: posterior of n, when the window is checked): the terms left out weigh less than exp(-20) ~ 2e-9
 #: of the largest, so the log-likelihood changes by less than ~1e-8.
 N_WINDOW_NATS = 20.0
+#: Placements of the window of n (at the start, then at each maximiser until it stays put).
+WINDOW_ROUNDS = 3
 
 
 class Batch(NamedTuple):
@@ -284,6 +310,11 @@ class SimulatedLikelihood:
         weights /= weights.sum()
         return float(logsumexp(values) - np.log(len(batches))), weights @ np.stack(grads)
 
+    def loglik(self, batches: list[Batch], window: Window) -> LogLik:
+        """The pooled simulated log-likelihood of ``batches`` on ``window`` as a function of the
+        unconstrained parameters (see :meth:`pooled`)."""
+        return partial(self.pooled, "unconstrained", batches=batches, window=window)
+
     def evaluate_batches(
         self, flat: np.ndarray, batches: list[Batch], window: Window
     ) -> list[Evaluation]:
@@ -343,3 +374,277 @@ def simulated_likelihood(objective: CompleteDataLogLik) -> SimulatedLikelihood:
     if objective not in _CACHE:
         _CACHE[objective] = SimulatedLikelihood(objective)
     return _CACHE[objective]
+
+
+# --------------------------------------------------------------------------------------------------
+# the loop
+# --------------------------------------------------------------------------------------------------
+class SimulatedState(NamedTuple):
+    """Where the simulated-likelihood stage stands before a round: the start of the maximiser,
+    the replicates per batch and how often the information was not positive definite."""
+
+    start: np.ndarray
+    replicates: int
+    flat_retries: int = 0
+
+
+class Placed(NamedTuple):
+    """A round's batches (cut to the window of ``n``), the window and the maximum on them."""
+
+    batches: list[Batch]
+    window: Window
+    best: Maximum
+
+
+class RoundInfo(NamedTuple):
+    """What a round found: its maximum, the observed information there (unconstrained), and either
+    a profile to the boundary or the Monte Carlo covariance of the maximiser, the stopping
+    statistic (its largest Monte Carlo error in standard errors) and Kish's effective replicates.
+    """
+
+    placed: Placed
+    observed: np.ndarray
+    found: boundary.Profile | None
+    mc_covariance: np.ndarray | None = None
+    statistic: float = math.nan
+    effective: float = math.nan
+
+
+def advance(
+    state: SimulatedState, statistic: float, maximiser: np.ndarray, options: Options
+) -> tuple[Convergence | None, SimulatedState]:
+    """The status after a round whose maximiser has the stopping ``statistic`` (its largest Monte
+    Carlo error, in standard errors), and the state of the next round.
+
+    Below ``tol``: an interior maximum. Otherwise the replicates grow by
+    ``max(2, ceil((statistic / tol)^2))`` (by 4 if the information was not positive definite,
+    which is retried once) up to ``max_replicates``, from the maximiser; ``None`` means go on.
+
+    Examples
+    --------
+    >>> from pymc_unbounded_dp.mcem.options import validated_options
+    >>> options = validated_options(
+    ...     initial_samples=10, growth=1.25, min_samples=100, max_samples=5000,
+    ...     max_iterations=60, tol=0.05, patience=3, thin=1, tune=100, n_moves=None,
+    ...     switch_rate=0.9, replicates=100, batches=4, max_replicates=3200,
+    ... )
+    >>> status, state = advance(SimulatedState(np.zeros(1), 100), 0.12, np.ones(1), options)
+    >>> status, state.replicates, state.start
+    (None, 600, array([1.]))
+    """
+    if statistic < options.tol:
+        return Convergence.INTERIOR, state
+    retries = state.flat_retries
+    if not np.isfinite(statistic):
+        # the information is not positive definite: a Hessian too noisy at this many
+        # replicates (retried once with 4 times more), or a flat direction
+        retries, factor = retries + 1, 4
+    else:
+        factor = max(2, math.ceil((statistic / options.tol) ** 2))
+    if state.replicates >= options.max_replicates or retries > 1:
+        return Convergence.BUDGET, state
+    more = min(options.max_replicates, state.replicates * factor)
+    return None, SimulatedState(maximiser, more, retries)
+
+
+@dataclass
+class SimulatedLoop:
+    """The simulated-likelihood stage of one :func:`~pymc_unbounded_dp.mcem` call.
+
+    Parameters
+    ----------
+    simulated : SimulatedLikelihood
+    options : Options
+    rng : numpy.random.Generator
+    chain : EMLoop
+        The EM stage, whose record kernel chain gives Louis' complete-data information at the
+        estimate (the fraction of missing information).
+    first_iteration : int
+        Number of the iteration before this stage's first (for the history).
+    """
+
+    simulated: SimulatedLikelihood
+    options: Options
+    rng: np.random.Generator
+    chain: EMLoop
+    first_iteration: int = 0
+    rows: list[dict] = field(default_factory=list)
+
+    def run(self, origin: np.ndarray, replicates: int, progress=None) -> StageResult:
+        """Rounds from ``origin`` (the estimate EM handed over, where profiles start) with
+        ``replicates`` per batch until :meth:`step` ends the stage; ``progress(**postfix)`` is
+        called after each round."""
+        full = self.simulated.window()
+        state = SimulatedState(origin, replicates)
+        while True:
+            status, info, next_state = self.step(state, origin, full)
+            if info.found is not None:
+                return self._boundary_result(info, state.replicates)
+            if progress is not None:
+                progress(method="simulated", R=state.replicates, mc_error=f"{info.statistic:.3g}")
+            if status is not None:
+                return self._result(status, info, state)
+            state = next_state
+
+    def step(
+        self, state: SimulatedState, origin: np.ndarray, full: Window
+    ) -> tuple[Convergence | None, RoundInfo, SimulatedState]:
+        """One round: fresh batches, the maximum, a boundary check and the Monte Carlo error.
+
+        Returns the status (``None``: go on), what the round found and the next state (more
+        replicates, from the maximiser).
+        """
+        placed = self._maximise(state, full)
+        loglik = self.simulated.loglik(placed.batches, placed.window)
+        observed = observed_information(loglik, placed.best.x)
+        found = boundary.find(
+            loglik, placed.best, origin, observed, self.simulated.objective.transformed
+        )
+        if found is not None:
+            return Convergence.BOUNDARY, RoundInfo(placed, observed, found), state
+        info = self._mc_error(placed, observed)
+        self._record(info, state.replicates)
+        status, next_state = advance(state, info.statistic, placed.best.x, self.options)
+        return status, info, next_state
+
+    def _maximise(self, state: SimulatedState, full: Window) -> Placed:
+        """Draw the round's batches at ``state.start`` and maximise their pooled likelihood,
+        placing the window of ``n`` again at each maximiser (up to :data:`WINDOW_ROUNDS`)."""
+        simulated, start = self.simulated, state.start
+        seeds = [int(self.rng.integers(2**62)) for _ in range(self.options.batches)]
+        drawn = [simulated.draw(start, state.replicates, full, seed) for seed in seeds]
+        window = simulated.posterior_window(start, drawn[0], full)
+        for round_ in range(WINDOW_ROUNDS):
+            batches = [b.truncated(window.hi) for b in drawn]
+            best = maximise(
+                simulated.loglik(batches, window), start, simulated.objective.transformed
+            )
+            # place the window of n again at the maximiser (where the posterior of n is usually
+            # narrower than at the start); the last round maximises on it
+            placed = simulated.posterior_window(best.x, drawn[0], full)
+            inside = window.lo <= placed.lo and placed.hi <= window.hi
+            narrower = placed.hi - placed.lo < 0.7 * (window.hi - window.lo)
+            if inside and not narrower:
+                break
+            if round_ == WINDOW_ROUNDS - 1:
+                if not inside:
+                    warnings.warn(
+                        "mcem: the posterior of n at the estimate reaches beyond the window of n "
+                        f"[{window.lo}, {window.hi}] after {WINDOW_ROUNDS} placements; the "
+                        "simulated likelihood may be truncated.",
+                        UserWarning,
+                        stacklevel=7,
+                    )
+                break
+            window = placed if inside else simulated.union(window, placed, full)
+            start = best.x
+        return Placed(batches, window, best)
+
+    def _mc_error(self, placed: Placed, observed: np.ndarray) -> RoundInfo:
+        """Monte Carlo covariance of the maximiser: each batch's maximiser is one Newton step
+        from the pooled one, ``I^-1 g_b``; their covariance over ``K``."""
+        information_inverse = inverse_information(observed, warn=False)
+        evaluations = self.simulated.evaluate_batches(placed.best.x, placed.batches, placed.window)
+        steps = np.stack([e.grad for e in evaluations]) @ information_inverse
+        mc_covariance = np.atleast_2d(np.cov(steps, rowvar=False)) / len(placed.batches)
+        se_u = np.sqrt(np.diag(information_inverse))
+        statistic = float(np.max(np.sqrt(np.diag(mc_covariance)) / se_u))
+        effective = self.simulated.effective_replicates(evaluations)
+        return RoundInfo(placed, observed, None, mc_covariance, statistic, effective)
+
+    def _record(self, info: RoundInfo, replicates: int) -> None:
+        objective, best = self.simulated.objective, info.placed.best
+        self.rows.append(
+            {
+                "iteration": self.first_iteration + len(self.rows) + 1,
+                "method": "simulated",
+                "n_samples": replicates,
+                "mc_error": info.statistic,
+                "simulated_loglik": best.value,
+                "effective_replicates": info.effective,
+                **objective.natural.split(objective.to_natural(best.x)),
+            }
+        )
+
+    # -- results ------------------------------------------------------------------------------
+    def _result(self, status: Convergence, info: RoundInfo, state: SimulatedState) -> StageResult:
+        """An interior maximum, or the budget spent: standard errors from the observed
+        information, with their Monte Carlo errors and the fraction of missing information."""
+        objective, options, replicates = self.simulated.objective, self.options, state.replicates
+        x = info.placed.best.x
+        complete = self.chain.complete_information(x)  # Louis' I_c; I_obs the simulated one's
+        rate = missing_information(complete, complete - info.observed)
+        if status is Convergence.INTERIOR:
+            reason = (
+                f"simulated likelihood: interior maximum, Monte Carlo error {info.statistic:.3g} "
+                f"standard errors (tol={options.tol}) from {options.batches} x {replicates} "
+                f"replicates ({info.effective:.0f} effective); fraction of missing information "
+                f"{rate:.3f}"
+            )
+        elif not np.isfinite(info.statistic):
+            reason = (
+                "simulated likelihood: the observed information at the maximum is not positive "
+                f"definite with {options.batches} x {replicates} replicates (a flat direction of "
+                "the likelihood, or too few replicates: continue with init=result)"
+            )
+        else:
+            reason = (
+                f"simulated likelihood: max_replicates={options.max_replicates} reached with a "
+                f"Monte Carlo error of {info.statistic:.3g} standard errors (tol={options.tol}); "
+                "continue with init=result or raise max_replicates"
+            )
+        se_spread = self._standard_error_spread(info)
+        to_natural = jacobian(objective.to_natural, x)
+        covariance = to_natural @ inverse_information(info.observed) @ to_natural.T
+        mc_variance = np.diag(to_natural @ info.mc_covariance @ to_natural.T)
+        return StageResult(
+            unconstrained=x,
+            covariance=covariance,
+            mc_error=np.sqrt(np.maximum(mc_variance, 0.0)),
+            standard_error_mc_error=se_spread,
+            converged=status,
+            reason=reason,
+            method="simulated",
+            missing_information=rate,
+            n_samples=replicates,
+            loglik=float(info.placed.best.value),
+        )
+
+    def _boundary_result(self, info: RoundInfo, replicates: int) -> StageResult:
+        """A supremum on the boundary: the profile, with the Monte Carlo error of each value; no
+        standard errors."""
+        simulated, found, placed = self.simulated, info.found, info.placed
+        errors = [
+            simulated.loglik_mc_error(simulated.evaluate_batches(m, placed.batches, placed.window))
+            for m in found.maximisers
+        ]
+        named = boundary.named(simulated.objective, found, errors)
+        size = simulated.objective.natural.size
+        return StageResult(
+            unconstrained=found.maximisers[-1],
+            covariance=np.full((size, size), np.nan),
+            mc_error=np.full(size, np.nan),
+            standard_error_mc_error=np.full(size, np.nan),
+            converged=Convergence.BOUNDARY,
+            reason="supremum on the boundary: " + named.describe(),
+            method="simulated",
+            missing_information=math.nan,
+            n_samples=replicates,
+            boundary=named,
+            loglik=float(found.values[-1]),
+        )
+
+    def _standard_error_spread(self, info: RoundInfo) -> np.ndarray:
+        """Monte Carlo error of the pooled standard errors: the spread of the batches' standard
+        errors (each from its own Hessian, with the pooled Hessian's steps) over
+        ``sqrt(batches)``."""
+        simulated, placed = self.simulated, info.placed
+        x = placed.best.x
+        to_natural = jacobian(simulated.objective.to_natural, x)
+        steps = hessian_steps(info.observed)
+        per_batch = []
+        for batch in placed.batches:
+            information = -hessian(simulated.loglik([batch], placed.window), x, steps)
+            covariance = to_natural @ inverse_information(information, warn=False) @ to_natural.T
+            per_batch.append(np.sqrt(np.diag(covariance)))
+        return np.std(np.stack(per_batch), axis=0, ddof=1) / np.sqrt(len(placed.batches))

@@ -1,4 +1,11 @@
-"""Monte Carlo diagnostics of the MLE runs: autocorrelation, missing information, inverses."""
+"""Information matrices and the Monte Carlo variance of averages over the kernel chain.
+
+* :func:`mean_variance`, :func:`integrated_autocorrelation_time`: the Monte Carlo covariance of a
+  mean of autocorrelated rows (the imputed sets' scores), Geyer's estimator;
+* :func:`missing_information`: the fraction of missing information, EM's rate;
+* :func:`inverse_information`: the covariance from an observed information, NaN if it is not
+  positive definite.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,127 @@
+"""Maximisation of a (simulated) log-likelihood and its derivatives by finite differences.
+
+* :func:`maximise`: restarted L-BFGS-B, optionally with one coordinate held fixed;
+* :func:`hessian`, :func:`observed_information`, :func:`hessian_steps`: the wide-step Hessian of a
+  simulated log-likelihood from central differences of its gradient;
+* :func:`jacobian`: central differences of a map (the unconstrained-to-natural transform).
+
+All functions work on the unconstrained scale (PyMC's transforms): a parameter with a bound is
+on a log or logit scale, so "towards the boundary" is "towards +-infinity" there, capped at
+:data:`BOUNDARY`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+from scipy.optimize import minimize
+
+#: ``flat -> (log-likelihood, gradient)`` on the unconstrained scale.
+LogLik = Callable[[np.ndarray], tuple[float, np.ndarray]]
+
+#: Largest absolute unconstrained value of a transformed parameter accepted from a maximiser (log
+#: and logit scales: within exp(-30) ~ 1e-13 of a bound, or beyond exp(30) ~ 1e13): the maximiser
+#: is taken to run off to the boundary of the parameter space.
+BOUNDARY = 30.0
+#: The same for parameters on the real line: beyond it the maximiser runs off to infinity.
+INFINITY = 1e8
+
+#: Restarts of L-BFGS-B, and the improvement (nats) below which it stops restarting.
+MAX_RESTARTS = 8
+RESTART_IMPROVEMENT = 1e-4
+
+
+class Maximum(NamedTuple):
+    """A maximiser, its value and whether L-BFGS-B reported success."""
+
+    x: np.ndarray
+    value: float
+    success: bool
+    message: str
+
+
+def maximise(loglik: LogLik, start: np.ndarray, transformed: np.ndarray, fixed=None) -> Maximum:
+    """L-BFGS-B maximiser of ``loglik`` from ``start``; transformed parameters are kept within
+    ``+-BOUNDARY``; ``fixed`` (an index) holds one coordinate at its value in ``start``."""
+    free = np.ones(start.size, dtype=bool)
+    if fixed is not None:
+        free[fixed] = False
+
+    def negative(x_free):
+        x = start.copy()
+        x[free] = x_free
+        value, grad = loglik(x)
+        if not np.isfinite(value):
+            return np.inf, np.zeros(free.sum())
+        return -value, -grad[free]
+
+    if not free.any():
+        return Maximum(start.copy(), float(loglik(start)[0]), True, "nothing to maximise")
+    bounds = [(-BOUNDARY, BOUNDARY) if t else (None, None) for t in transformed[free]]
+    x_free, value = start[free], -np.inf
+    # Restarted until it stops improving: the line search of L-BFGS-B can stall on the kinks of
+    # a simulated likelihood, and a restart (fresh curvature memory) moves on.
+    for _ in range(MAX_RESTARTS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = minimize(
+                negative,
+                x_free,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                options={"maxiter": 2000, "ftol": 1e-10, "gtol": 1e-6},
+            )
+        improvement = -float(result.fun) - value
+        x_free, value = result.x, -float(result.fun)
+        if improvement < RESTART_IMPROVEMENT:
+            break
+    x = start.copy()
+    x[free] = x_free
+    return Maximum(x, value, bool(result.success), str(result.message))
+
+
+def hessian(loglik: LogLik, x: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Symmetrised central differences of the gradient of ``loglik`` at ``x``."""
+    size = x.size
+    out = np.empty((size, size))
+    for j in range(size):
+        shift = np.zeros(size)
+        shift[j] = steps[j]
+        out[:, j] = (loglik(x + shift)[1] - loglik(x - shift)[1]) / (2.0 * steps[j])
+    return 0.5 * (out + out.T)
+
+
+def observed_information(loglik: LogLik, x: np.ndarray) -> np.ndarray:
+    """``-Hessian`` at ``x`` from central differences of the gradient over steps of half a
+    standard error per coordinate (a first pass with steps of 0.1 finds them).
+
+    The steps are wide on purpose: a simulated log-likelihood with Laplace noise is piecewise
+    smooth in the parameters (each replicate's density has a kink where its statistic crosses the
+    release), so its curvature is carried by the kinks, which a step much smaller than their
+    spacing misses (measured: a step of 1e-4 standard errors gives 40% of the curvature, half a
+    standard error within 5% of the exact one).
+    """
+    first = -hessian(loglik, x, np.full(x.size, 0.1))
+    return -hessian(loglik, x, hessian_steps(first))
+
+
+def hessian_steps(information: np.ndarray) -> np.ndarray:
+    """Half a standard error per coordinate (from the diagonal), within ``[1e-3, 1]``."""
+    diagonal = np.diag(information)
+    scale = np.where(diagonal > 0, 1.0 / np.sqrt(np.abs(diagonal) + 1e-300), 2.0)
+    return np.clip(0.5 * scale, 1e-3, 1.0)
+
+
+def jacobian(function: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Central-difference Jacobian of ``function`` at ``x`` (steps ``1e-6 max(1, |x_j|)``)."""
+    columns = []
+    for j in range(x.size):
+        h = 1e-6 * max(1.0, abs(x[j]))
+        shift = np.zeros_like(x)
+        shift[j] = h
+        columns.append((function(x + shift) - function(x - shift)) / (2 * h))
+    return np.stack(columns, axis=1) if columns else np.zeros((0, 0))
