@@ -41,6 +41,7 @@ from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
 from pytensor.tensor.random.basic import DirichletRV
 
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp.interweave import ParameterMove
@@ -150,14 +151,8 @@ class DirichletInterweave(ParameterMove):
         model = modelcontext(model)
         compiled = compile_model(model)
         n_steps = N_STEPS if n_steps is None else n_steps
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int | np.integer) or n_steps < 1:
-            raise ValueError(
-                f"DirichletInterweave: `n_steps` must be a positive integer, got {n_steps!r}."
-            )
-        if isinstance(boosts, bool) or not isinstance(boosts, int | np.integer) or boosts < 0:
-            raise ValueError(
-                f"DirichletInterweave: `boosts` must be a non-negative integer, got {boosts!r}."
-            )
+        check_integer(n_steps, "n_steps", "DirichletInterweave")
+        check_integer(boosts, "boosts", "DirichletInterweave", minimum=0)
         concentrations = dirichlet_concentrations(model, compiled)
         if concentrations is None:
             raise ValueError(

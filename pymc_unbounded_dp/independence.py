@@ -33,6 +33,7 @@ from pymc.step_methods.arraystep import ArrayStepShared
 from pymc.step_methods.compound import Competence
 from pymc.util import get_value_vars_from_user_vars
 
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp.kernels import independence as kernel
 from pymc_unbounded_dp.kernels import interweave as rw
@@ -120,8 +121,7 @@ class IndependenceMetropolis(ArrayStepShared):
         if random_walk_moves is not None:
             checked.append(("random_walk_moves", random_walk_moves, 0))
         for name, value, least in checked:
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"`{name}` must be an integer >= {least}, got {value!r}.")
+            check_integer(value, name, minimum=least)
         if not df > 2:
             raise ValueError(f"`df` must be above 2 (a proposal with a covariance), got {df!r}.")
         if initial_point is None:

@@ -36,6 +36,7 @@ from pymc.logprob.utils import replace_rvs_by_values
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
 
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp._pymc_bridge import PackageStep
@@ -201,10 +202,7 @@ class Interweave(ParameterMove):
         if backend not in _BACKENDS:
             raise ValueError(f"Interweave: `backend` must be one of {_BACKENDS}, got {backend!r}.")
         for name, value in (("n_steps", n_steps), ("max_steps", max_steps)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1
-            ):
-                raise ValueError(f"Interweave: `{name}` must be a positive integer, got {value!r}.")
+            check_integer(value, name, "Interweave", allow_none=True)
         self.vars = self._moving(model, compiled, vars)
         self.compiled = compiled
         self.n_steps = n_steps

@@ -13,6 +13,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from threadpoolctl import threadpool_limits
 
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._keywords import check_keywords
 from pymc_unbounded_dp._pymc_bridge import LEGACY_SAMPLE_KEYWORDS, step_method_names
@@ -153,12 +154,7 @@ def sample(
             f"`nuts_sampler`={nuts_sampler!r} cannot interleave the record moves; only 'pymc' "
             "is supported."
         )
-    if blas_threads is not None and (
-        isinstance(blas_threads, bool) or not isinstance(blas_threads, int) or blas_threads < 1
-    ):
-        raise ValueError(
-            f"`blas_threads` must be a positive integer or None, got {blas_threads!r}."
-        )
+    check_integer(blas_threads, "blas_threads", allow_none=True)
     _check_draws(draws, tune, chains, cores)
     step_names = step_method_names()
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in step_names}
@@ -382,11 +378,7 @@ def _check_draws(draws, tune, chains, cores) -> None:
     deep inside (``chains=0``)."""
     counts = (("draws", draws, 0), ("tune", tune, 0), ("chains", chains, 1), ("cores", cores, 1))
     for name, value, minimum in counts:
-        if value is None and name in ("chains", "cores"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-            kind = "a non-negative integer" if minimum == 0 else "a positive integer or None"
-            raise ValueError(f"`{name}` must be {kind}, got {value!r}.")
+        check_integer(value, name, minimum=minimum, allow_none=minimum == 1)
 
 
 def _group(result, name: str) -> xr.Dataset | None:

@@ -29,6 +29,7 @@ from pymc.step_methods import NUTS
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep
 
 from pymc_unbounded_dp import kernels
+from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._keywords import check_keywords, named_keywords
 from pymc_unbounded_dp._log_density import ModelLogDensity
@@ -355,10 +356,7 @@ class DataAugmentation(CompoundStep):
         model = modelcontext(model)
         compiled = compile_model(model)
         self._check_kind(compiled)
-        if keep_records is not None and (not isinstance(keep_records, int) or keep_records < 1):
-            raise ValueError(
-                f"`keep_records` must be a positive integer or None, got {keep_records!r}."
-            )
+        check_integer(keep_records, "keep_records", allow_none=True)
         owner = type(self).__name__
         self.augment, table_laws = resolve_augment(compiled, augment, owner, keep_records)
         claimed = self._claimed_vars(model, compiled)
@@ -530,10 +528,7 @@ class ReversibleJump(DataAugmentation):
         log_likelihood: bool = False,
         augment: str = "auto",
     ):
-        if n_moves is not None and (
-            isinstance(n_moves, bool) or not isinstance(n_moves, int | np.integer) or n_moves < 1
-        ):
-            raise ValueError(f"`n_moves` must be a positive integer, got {n_moves!r}.")
+        check_integer(n_moves, "n_moves", allow_none=True)
         self._requested_moves = n_moves
         super().__init__(
             parameter_step,

@@ -71,6 +71,8 @@ import numba as nb
 import numpy as np
 from scipy import special
 
+from pymc_unbounded_dp._checks import check_integer
+
 __all__ = ["BOOSTS", "GammaCoordinates", "coordinates", "log_density", "records"]
 
 #: Default number of boosts ``m`` (shape raised from ``alpha_j`` to ``alpha_j + m`` before the
@@ -134,8 +136,7 @@ def coordinates(
     if x.ndim != 2:
         raise ValueError(f"`x` must be an (n, K) array of records, got shape {x.shape}.")
     alpha = _check_alpha(alpha, x.shape[1])
-    if isinstance(boosts, bool) or not isinstance(boosts, int | np.integer) or boosts < 0:
-        raise ValueError(f"`boosts` must be a non-negative integer, got {boosts!r}.")
+    check_integer(boosts, "boosts", minimum=0)
     n, width = x.shape
     total = rng.gamma(alpha.sum(), size=(n, 1))
     log_g = np.log(x) + np.log(total)
