@@ -531,7 +531,7 @@ def _epsilon(args, out=None) -> int:
     matplotlib.use("Agg", force=False)
     import numpy as np
 
-    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp.epsilon import choose_epsilon
     from pymc_unbounded_dp.examples import regression
     from pymc_unbounded_dp.examples.study.running import study_client
 
@@ -559,7 +559,7 @@ def _epsilon(args, out=None) -> int:
     with (
         contextlib.nullcontext() if local else study_client(args.scheduler, args.workers) as client
     ):
-        report = pmdp.choose_epsilon(
+        report = choose_epsilon(
             {"s": regression.regression_rows(data.x, data.y)},
             plan,
             regression.regression_model,

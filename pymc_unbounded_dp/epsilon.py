@@ -53,6 +53,7 @@ import pandas as pd
 from pymc_unbounded_dp import release as rl
 from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._epsilon_report import EpsilonReport, Recommendation, check_widths
+from pymc_unbounded_dp._pymc_bridge import PYMC_LOGGERS
 
 __all__ = [
     "REFERENCE_FACTOR",
@@ -177,19 +178,18 @@ def _labels(name: str, shape: tuple[int, ...]) -> list[tuple[str, tuple]]:
 
 def _run(task: _Task) -> dict:
     """Simulate one release, fit it, and summarise the posterior (a small, picklable dict)."""
-    import pymc_unbounded_dp as pmdp
-    from pymc_unbounded_dp.sampling import _group
+    from pymc_unbounded_dp.sampling import _group, sample
 
     release = simulate_release(task.plan, task.sums, task.n, task.noise_seed)
     model = task.model(release)
     start = time.perf_counter()
-    quiet = [logging.getLogger(name) for name in ("pymc", "pymc.sampling.mcmc", "pymc.stats")]
+    quiet = [logging.getLogger(name) for name in PYMC_LOGGERS]
     levels = [logger.level for logger in quiet]
     for logger in quiet:
         logger.setLevel(logging.WARNING)
     try:
         with model:
-            idata = pmdp.sample(
+            idata = sample(
                 draws=task.draws,
                 tune=task.tune,
                 chains=task.chains,

@@ -176,7 +176,7 @@ def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatc
         idata = original(*args, **kwargs)
         return idata.isel(draw=slice(0, 7))
 
-    monkeypatch.setattr(pmdp, "sample", interrupted_sample)
+    monkeypatch.setattr(pmdp.sampling, "sample", interrupted_sample)
     study = RegressionStudy(
         epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=15, tune=5, chains=1
     )
@@ -371,7 +371,7 @@ def _run_with_fake_sample(study, monkeypatch, shapes):
         calls["last"] = (model, kwargs["random_seed"])
         return _fake_idata(kwargs["chains"], kwargs["draws"], names)
 
-    monkeypatch.setattr(pmdp, "sample", fake_sample)
+    monkeypatch.setattr(pmdp.sampling, "sample", fake_sample)
     out = []
     for fit in study.fits():
         record = study.run(fit)
@@ -490,8 +490,10 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
             missing_information=0.5, reason="fake",
         )  # fmt: skip
 
-    monkeypatch.setattr(pmdp, "mcem", fake_mcem)
     study = MLEStudy(epsilon_s=NOISELESS, epsilon_n=(0.5, math.inf), replicates=2, n=200)
+    monkeypatch.setattr(
+        sys.modules["pymc_unbounded_dp.mcem"], "mcem", fake_mcem
+    )  # as run() reads it
     runs = []
     for fit in study.fits():
         record = study.run(fit)

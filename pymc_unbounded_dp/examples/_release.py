@@ -8,8 +8,8 @@ from typing import ClassVar
 
 import numpy as np
 
-import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._checks import check_integer
+from pymc_unbounded_dp.mechanisms import DiscreteLaplace, Laplace
 
 
 class LaplaceBudgets:
@@ -21,14 +21,14 @@ class LaplaceBudgets:
     sensitivity: float
 
     @property
-    def mechanism(self) -> pmdp.Laplace:
+    def mechanism(self) -> Laplace:
         """Noise on each released sum: ``Laplace(sensitivity / epsilon_s)``."""
-        return pmdp.Laplace(epsilon=self.epsilon_s, sensitivity=self.sensitivity)
+        return Laplace(epsilon=self.epsilon_s, sensitivity=self.sensitivity)
 
     @property
-    def n_mechanism(self) -> pmdp.DiscreteLaplace:
+    def n_mechanism(self) -> DiscreteLaplace:
         """Noise on a released count: ``DiscreteLaplace(1 / epsilon_n)``."""
-        return pmdp.DiscreteLaplace(epsilon=self.epsilon_n)
+        return DiscreteLaplace(epsilon=self.epsilon_n)
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ def noisy_release(kind: type[Release], exact: np.ndarray, n: int, epsilon_s, eps
     """A ``kind`` release of the exact sums ``exact`` of ``n`` records: Laplace noise of
     ``kind.sensitivity / epsilon_s`` on each sum and discrete Laplace noise on ``n``, simulated
     (seeded numpy draws: for simulation studies, not for publishing)."""
-    mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=kind.sensitivity)
-    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
+    mechanism = Laplace(epsilon=epsilon_s, sensitivity=kind.sensitivity)
+    count_mechanism = DiscreteLaplace(epsilon=epsilon_n)
     s_seed, n_seed = seed_sequence(seed).spawn(2)
     exact = np.asarray(exact, dtype=float)
     values = exact + mechanism.simulate(exact.shape[0], random_seed=np.random.default_rng(s_seed))

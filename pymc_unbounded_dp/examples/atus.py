@@ -48,7 +48,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.random.basic import DirichletRV
 
-import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.examples._release import (
     Release,
     chunked_sums,
@@ -358,11 +358,9 @@ def atus_model(release: AtusRelease, bounded: bool = False, n_prior=None) -> pm.
         if bounded:
             n = int(release.n)
         else:
-            n = pmdp.SampleSize(
-                "n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior
-            )
-        x = pmdp.Records("x", dirichlet_dist(alpha), n=n)
-        pmdp.PrivatizedSum("s", _log_shares(x), release.mechanism, observed=release.values)
+            n = SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
+        x = Records("x", dirichlet_dist(alpha), n=n)
+        PrivatizedSum("s", _log_shares(x), release.mechanism, observed=release.values)
     return model
 
 
@@ -418,14 +416,14 @@ def atus_joint_model(
             if bounded:
                 n = int(release.n)
             else:
-                n = pmdp.SampleSize(
+                n = SampleSize(
                     f"n_{sex}",
                     n_dp=release.n_dp,
                     mechanism=release.n_mechanism,
                     prior=None if n_prior is None else n_prior(sex),
                 )
-            x = pmdp.Records(f"x_{sex}", dirichlet_dist(alpha), n=n)
-            pmdp.PrivatizedSum(
+            x = Records(f"x_{sex}", dirichlet_dist(alpha), n=n)
+            PrivatizedSum(
                 f"s_{sex}",
                 _log_shares(x),
                 release.mechanism,

@@ -76,7 +76,7 @@ def fit_demo(
     release is fitted on the sums level's normal approximation (``pmdp.sample(augment="sums")``,
     see the Census scale page); ``sampler`` does not apply there.
     """
-    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp.sampling import sample
 
     if augment not in ("records", "sums"):
         raise ValueError(f"fit_demo: `augment` must be 'records' or 'sums', got {augment!r}.")
@@ -92,7 +92,7 @@ def fit_demo(
     model = study.model(release, fit)
     start = time.perf_counter()
     with model:
-        idata = pmdp.sample(
+        idata = sample(
             draws=draws,
             tune=tune,
             chains=chains,
@@ -105,14 +105,14 @@ def fit_demo(
 
 
 def _fit_sums(draws, tune, chains, seed, epsilon_s, epsilon_n, bounded, n, progressbar):
-    import pymc_unbounded_dp as pmdp
+    from pymc_unbounded_dp.sampling import sample
 
     data_seed, chain_seed = np.random.SeedSequence(seed).spawn(2)
     release = regression.simulate_regression_release(n, epsilon_s, epsilon_n, seed=data_seed)
     model = regression.regression_model(release, bounded=bounded)
     start = time.perf_counter()
     with model:
-        idata = pmdp.sample(
+        idata = sample(
             draws=draws,
             tune=tune,
             chains=chains,
@@ -153,15 +153,15 @@ def demo_release(result: DemoResult):
     >>> demo_release(result).guarantee  # doctest: +SKIP
     {'epsilon': 1.5}
     """
-    import pymc_unbounded_dp as pmdp
     from pymc_unbounded_dp import release as rl
+    from pymc_unbounded_dp.mechanisms import Laplace
 
     release = result.release
     neighbouring = "replace-one" if result.bounded else "add/remove"
     sums = rl.Statistic("s", regression.STATISTIC_LOWER, regression.STATISTIC_UPPER)
     count = rl.Count("n")
     sensitivity = sums.sensitivity("l1", neighbouring)
-    mechanism = pmdp.Laplace(scale=release.mechanism.scale, sensitivity=sensitivity)
+    mechanism = Laplace(scale=release.mechanism.scale, sensitivity=sensitivity)
     simulated = (
         f"simulated: seeded NumPy draws (pmdp demo --seed {result.seed}), not for publishing"
     )

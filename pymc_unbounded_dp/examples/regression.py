@@ -59,9 +59,9 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import release as rl
 from pymc_unbounded_dp._checks import check_integer
+from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.examples._release import (
     Release,
     chunked_sums,
@@ -299,24 +299,22 @@ def regression_model(release, bounded: bool = False, n_prior=None) -> pm.Model:
         elif bounded:
             n = int(release.n)
         else:
-            n = pmdp.SampleSize(
-                "n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior
-            )
+            n = SampleSize("n", n_dp=release.n_dp, mechanism=release.n_mechanism, prior=n_prior)
         # x ~ N(mu, Phi^-1) written as x1 ~ N(mu1, Sigma11), x2 | x1 ~ N(mu2 - p12/p22 (x1 - mu1),
         # 1/p22): the same bivariate normal, with scalar (cheap) log-densities.
         sigma11 = pt.sqrt(p22 / (c1 * c2))  # Sigma11 = p22 / det(Phi), det(Phi) = c1 c2
-        x1 = pmdp.Records("x1", pm.Normal.dist(mu[0], sigma11), n=n)
-        x2 = pmdp.Records(
+        x1 = Records("x1", pm.Normal.dist(mu[0], sigma11), n=n)
+        x2 = Records(
             "x2", pm.Normal.dist(mu[1] - p12 / p22 * (x1 - mu[0]), 1.0 / pt.sqrt(p22)), n=n
         )
-        y = pmdp.Records(
+        y = Records(
             "y", pm.Normal.dist(beta[0] + beta[1] * x1 + beta[2] * x2, 1.0 / pt.sqrt(tau)), n=n
         )
         statistic = regression_statistic_tensor(x1, x2, y)
         if published:
             release.privatized_sum("s", statistic)
         else:
-            pmdp.PrivatizedSum("s", statistic, release.mechanism, observed=release.values)
+            PrivatizedSum("s", statistic, release.mechanism, observed=release.values)
     return model
 
 

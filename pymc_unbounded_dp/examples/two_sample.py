@@ -42,9 +42,10 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._checks import check_integer
+from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.examples._release import LaplaceBudgets
+from pymc_unbounded_dp.mechanisms import DiscreteLaplace, Laplace
 
 __all__ = [
     "ARMS",
@@ -225,8 +226,8 @@ def privatize_two_sample(
     """
     if not lower < upper:
         raise ValueError(f"privatize_two_sample: need `lower` < `upper`, got {lower!r}, {upper!r}.")
-    mechanism = pmdp.Laplace(epsilon=epsilon_s, sensitivity=clamped_sensitivity(lower, upper))
-    count_mechanism = pmdp.DiscreteLaplace(epsilon=epsilon_n)
+    mechanism = Laplace(epsilon=epsilon_s, sensitivity=clamped_sensitivity(lower, upper))
+    count_mechanism = DiscreteLaplace(epsilon=epsilon_n)
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**63))
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
@@ -301,15 +302,15 @@ def two_sample_model(
         }
         for arm in ARMS:
             arm_release = release.arm(arm)
-            n = pmdp.SampleSize(
+            n = SampleSize(
                 f"n_{arm}",
                 n_dp=arm_release.n_dp,
                 mechanism=release.n_mechanism,
                 prior=None if n_prior is None else n_prior(arm),
             )
-            y = pmdp.Records(f"y_{arm}", pm.Normal.dist(means[arm], sigma), n=n)
+            y = Records(f"y_{arm}", pm.Normal.dist(means[arm], sigma), n=n)
             c = pt.clip(y, release.lower, release.upper)
-            pmdp.PrivatizedSum(
+            PrivatizedSum(
                 f"s_{arm}",
                 pt.stack([c, c**2], axis=1),
                 release.mechanism,

@@ -266,7 +266,7 @@ class PosteriorWorkload(Workload):
         return fit_seed(self.seed, 1, fit.replicate, fit.epsilon_s)
 
     def run(self, fit: Fit) -> dict:
-        import pymc_unbounded_dp as pmdp
+        from pymc_unbounded_dp.sampling import sample
 
         data = self.simulate(fit.replicate)
         release = self.privatize(data, fit)
@@ -277,7 +277,7 @@ class PosteriorWorkload(Workload):
         )
         start = time.perf_counter()
         with model:
-            idata = pmdp.sample(
+            idata = sample(
                 draws=self.draws,
                 tune=self.tune,
                 chains=self.chains,

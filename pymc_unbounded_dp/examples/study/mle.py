@@ -112,14 +112,15 @@ class MLEStudy(Workload):
         ]
 
     def run(self, fit: Fit) -> dict:
-        import pymc_unbounded_dp as pmdp
+        from pymc_unbounded_dp.mcem import mcem
+        from pymc_unbounded_dp.mechanisms import DiscreteLaplace
 
         data = regression.simulate_regression(self.n, seed=fit_seed(self.seed, 0, fit.replicate))
         release = regression.privatize_regression(
             data, self.epsilon_s, fit.epsilon_n or 1.0, seed=fit_seed(self.seed, 1, fit.replicate)
         )
         if not fit.bounded:  # the count's noise depends on epsilon_n; the statistics' noise not
-            count = pmdp.DiscreteLaplace(epsilon=fit.epsilon_n)
+            count = DiscreteLaplace(epsilon=fit.epsilon_n)
             noise = count.simulate(
                 random_seed=np.random.default_rng(fit_seed(self.seed, 2, fit.replicate))
             )
@@ -133,9 +134,7 @@ class MLEStudy(Workload):
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = pmdp.mcem(
-                model, random_seed=seed, progressbar=False, **dict(self.mcem_options)
-            )
+            result = mcem(model, random_seed=seed, progressbar=False, **dict(self.mcem_options))
         return {
             "key": fit.key,
             "fit": dataclasses.asdict(fit),

@@ -43,7 +43,9 @@ def run_fit(study: Workload, fit: Fit) -> dict:
     """One task: ``study.run(fit)`` with PyMC's logging quiet (runs on a Dask worker)."""
     import logging
 
-    for name in ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence"):
+    from pymc_unbounded_dp._pymc_bridge import PYMC_LOGGERS
+
+    for name in PYMC_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
     return study.run(fit)
 
