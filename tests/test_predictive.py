@@ -302,6 +302,26 @@ def test_latent_n_records_are_refused_before_sampling(unbounded, monkeypatch, va
         pmdp.sample_prior_predictive(10, model, var_names=var_names)
 
 
+def test_the_refusal_names_the_first_latent_record_variable_asked_for(monkeypatch):
+    """Two record variables of one latent table, asked for in the order y, x: the message names
+    y, the first."""
+    import pytensor.tensor as pt
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        n = pmdp.SampleSize("n", n_dp=30, mechanism=N_MECHANISM, prior=pm.Poisson.dist(30))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
+        y = pmdp.Records("y", pm.Normal.dist(x, 1), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.stack([pt.clip(x, -1, 1), pt.clip(y, -1, 1)], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=2),
+            observed=[3.1, 2.2],
+        )  # fmt: skip
+    refuse_to_sample(monkeypatch)
+    with pytest.raises(ValueError, match=r"record variable 'y', whose"):
+        pmdp.sample_prior_predictive(10, model, var_names=["s", "y", "x"])
+
+
 def test_unknown_names_are_refused_before_sampling(unbounded, bounded, monkeypatch):
     refuse_to_sample(monkeypatch)
     for model, trace in (unbounded, bounded):
@@ -439,6 +459,11 @@ def test_the_sums_level_refuses_what_it_cannot_draw_and_auto_falls_back(monkeypa
         trace, model, idata_kwargs={"log_likelihood": False}, random_seed=1
     )
     assert "pmdp_augment" not in group(fallback, "posterior_predictive").attrs
+    # as many chains as draws: the draws are flattened chain by chain and shaped back
+    wide = pmdp.sample_posterior_predictive(
+        fixed_posterior(chains=3, draws=3), model, random_seed=1
+    )
+    assert group(wide, "posterior_predictive")["s"].shape == (3, 3, 3)
 
 
 def test_defaults_are_pymcs_own(monkeypatch):
