@@ -1,10 +1,10 @@
 """Inference from differentially private releases, bounded and unbounded DP, on top of PyMC.
 
-Modules follow the data flow: ``mechanisms`` -> ``blocks`` (Records, PrivatizedSum, SampleSize)
--> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation, ReversibleJump; ``conjugate`` for
-exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the releases) ->
-``examples``, ``cli``; ``risk`` stands apart; ``epsilon`` (choosing a budget) puts the two
-side by side.
+Modules follow the data flow: ``privacy`` (guarantees) -> ``mechanisms`` -> ``blocks`` (Records,
+PrivatizedSum, SampleSize) -> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation,
+ReversibleJump; ``conjugate`` for exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``:
+checks of the releases) -> ``examples``, ``cli``; ``risk`` stands apart; ``epsilon`` (choosing a
+budget) puts the two side by side.
 """
 
 import logging as _logging
