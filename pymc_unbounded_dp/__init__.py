@@ -1,10 +1,10 @@
 """Inference from differentially private releases, bounded and unbounded DP, on top of PyMC.
 
-Modules follow the data flow: ``mechanisms`` -> ``blocks`` (Records, PrivatizedSum, SampleSize)
--> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation, ReversibleJump; ``conjugate`` for
-exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``: checks of the releases) ->
-``examples``, ``cli``; ``risk`` stands apart; ``epsilon`` (choosing a budget) puts the two
-side by side.
+Modules follow the data flow: ``privacy`` (guarantees) -> ``mechanisms`` -> ``blocks`` (Records,
+PrivatizedSum, SampleSize) -> ``_compile`` -> ``kernels`` -> ``steps`` (DataAugmentation,
+ReversibleJump; ``conjugate`` for exact parameter steps) -> ``sample`` / ``mcem`` (``predictive``:
+checks of the releases) -> ``examples``, ``cli``; ``risk`` stands apart; ``epsilon`` (choosing a
+budget) puts the two side by side.
 """
 
 import logging as _logging
@@ -32,7 +32,8 @@ with _warnings.catch_warnings():
     _ = _pytensor.config.blas__ldflags
 del _
 
-from pymc_unbounded_dp import conjugate, epsilon, release, risk
+from pymc_unbounded_dp import conjugate, epsilon, privacy, release, risk
+from pymc_unbounded_dp._version import __version__ as __version__
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.diagnostics import PluginCheck, plugin_check
 from pymc_unbounded_dp.epsilon import EpsilonReport, choose_epsilon
@@ -79,6 +80,7 @@ __all__ = [
     "conjugate",
     "epsilon",
     "mcem",
+    "privacy",
     "release",
     "plugin_check",
     "risk",
@@ -87,4 +89,3 @@ __all__ = [
     "sample_prior_predictive",
     "stack_log_likelihood",
 ]
-__version__ = "0.1.0"

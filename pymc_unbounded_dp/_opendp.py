@@ -20,6 +20,7 @@ from pymc_unbounded_dp.mechanisms import (
     Laplace,
     Mechanism,
 )
+from pymc_unbounded_dp.privacy import _opendp_prelude
 
 __all__ = ["as_mechanism", "from_opendp", "is_measurement", "to_opendp"]
 
@@ -51,14 +52,6 @@ def opendp_version() -> str:
     from importlib.metadata import version
 
     return version("opendp")
-
-
-def _enable_contrib():
-    import opendp.prelude as dp
-
-    # OpenDP gates its noise constructors behind the "contrib" feature flag.
-    dp.enable_features("contrib")
-    return dp
 
 
 def _from_opendp(measurement, sensitivity, owner: str, argument: str) -> Mechanism:
@@ -102,16 +95,12 @@ def _from_opendp(measurement, sensitivity, owner: str, argument: str) -> Mechani
             f"continuous {family.__name__} density would misdescribe it. Build it with k=None."
         )
     sensitivity = 1 if sensitivity is None else sensitivity
-    mechanism = (
-        family(scale=scale, sensitivity=sensitivity)
-        if family.norm == "l1"
-        else (family(sigma=scale, sensitivity=sensitivity))
-    )
+    mechanism = family(**{family.scale_name: scale}, sensitivity=sensitivity)
     # Cross-check the recorded scale against OpenDP's own privacy map at distance 1 (the map
     # rounds up, so allow a relative slack).
     d_in = 1.0 if str(measurement.input_distance_type).startswith("f") else 1
     stated = float(measurement.map(d_in))
-    expected = 1.0 / scale if family.norm == "l1" else 1.0 / (2.0 * scale**2)
+    (expected,) = mechanism.privacy_map(1.0).as_dict().values()
     if not math.isclose(stated, expected, rel_tol=1e-6):
         raise TypeError(
             f"{where}: its privacy map gives {stated} at distance 1 but its recorded scale "
@@ -218,7 +207,7 @@ def to_opendp(mechanism: Mechanism, shape: tuple[int, ...] = ()):
             f"to_opendp: `mechanism` must be a Laplace, Gaussian, DiscreteLaplace or "
             f"DiscreteGaussian mechanism, got {mechanism!r}."
         )
-    dp = _enable_contrib()
+    dp = _opendp_prelude()
     atom = dp.atom_domain(T="i64") if mechanism.discrete else dp.atom_domain(T=float, nan=False)
     distance = "i64" if mechanism.discrete and family.norm == "l1" else float
     if shape == ():

@@ -533,7 +533,7 @@ def _check_sensitivity(
         warnings.warn(
             f"{owner}: {where}, more than the sensitivity {declared:g} declared by `mechanism` "
             f"{kind}: its stated guarantee ({_guarantee(mechanism)}) does not hold"
-            f"{_actual_guarantee(mechanism, derived / declared if declared else math.inf)}. "
+            f"{_actual_guarantee(mechanism, derived)}. "
             f"Declare sensitivity={derived:g} (calibrating from a budget then adds more noise), "
             "clamp the statistic more tightly, or pass check_sensitivity=False if the records are "
             f"known to be tighter than these bounds.{hint}",
@@ -544,7 +544,7 @@ def _check_sensitivity(
         warnings.warn(
             f"{owner}: {where}, less than the sensitivity {declared:g} declared by `mechanism` "
             f"{kind}: the guarantee holds and is stronger than stated"
-            f"{_actual_guarantee(mechanism, derived / declared)}, so the noise is larger than the "
+            f"{_actual_guarantee(mechanism, derived)}, so the noise is larger than the "
             f"bounds need. Calibrate with sensitivity={derived:g} for less noise at the same "
             "budget, or pass check_sensitivity=False.",
             SensitivityWarning,
@@ -566,14 +566,13 @@ def _guarantee(mechanism: Mechanism) -> str:
     return ", ".join(f"{key}={value:g}" for key, value in mechanism.privacy.items())
 
 
-def _actual_guarantee(mechanism: Mechanism, ratio: float) -> str:
-    """The guarantee at the derived sensitivity: epsilon scales with it, rho with its square."""
-    powers = {"epsilon": 1, "rho": 2}
-    privacy = mechanism.privacy
-    if not privacy or not set(privacy) <= set(powers):
+def _actual_guarantee(mechanism: Mechanism, sensitivity: float) -> str:
+    """The guarantee at the derived sensitivity, from the mechanism's privacy map; nothing when
+    the map knows none other than the stated one."""
+    actual = mechanism.privacy_map(sensitivity)
+    if actual is None or actual == mechanism.guarantee:
         return ""
-    actual = ", ".join(f"{k}={v * ratio ** powers[k]:g}" for k, v in privacy.items())
-    return f"; with this noise it is {actual}"
+    return f"; with this noise it is {actual:g}"
 
 
 def _describe_bounds(lower: np.ndarray, upper: np.ndarray) -> str:

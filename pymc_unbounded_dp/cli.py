@@ -114,7 +114,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pymc_unbounded_dp import __version__
+    from pymc_unbounded_dp._version import __version__
 
     parser = _Parser(
         prog="pmdp",

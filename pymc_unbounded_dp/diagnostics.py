@@ -38,7 +38,7 @@ material we have; this rate is our derivation for sums (``docs/plugin.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import arviz as az
@@ -48,12 +48,12 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 from pymc.model import modelcontext
-from scipy import optimize, special, stats
+from scipy import stats
 
 from pymc_unbounded_dp._graph import depends_on, quick_function
 from pymc_unbounded_dp._registry import SampleSizeSpec, TableSpec, model_blocks, observed_value
-from pymc_unbounded_dp.kernels._noise import SHAPE_ABS, SHAPE_SQUARE
-from pymc_unbounded_dp.mechanisms import _GaussianFamily, _LaplaceFamily
+from pymc_unbounded_dp.privacy import APPROXIMATE, GAUSSIAN_DP, PURE, ZCDP, Guarantee, compose
+from pymc_unbounded_dp.privacy import zero_delta as zero_delta
 from pymc_unbounded_dp.sums import LATENT_SUM_ROLE
 
 __all__ = [
@@ -70,148 +70,37 @@ __all__ = [
 _MAX_WINDOW = 2**24
 #: Posterior mass of ``n`` allowed outside the summation window.
 _TAIL = 1e-12
+#: The first window holds the noise where its log-density is within this of its peak (e**-36).
+_WINDOW_NATS = 36.0
 
 
 # --------------------------------------------------------------------------------------------------
-# (0, delta)-DP conversions and composition
+# the releases' guarantee as a (0, delta)-DP one
 # --------------------------------------------------------------------------------------------------
-_KINDS = {
-    frozenset({"epsilon"}): "epsilon",
-    frozenset({"epsilon", "delta"}): "approx",
-    frozenset({"rho"}): "rho",
-    frozenset({"mu"}): "mu",
-}
-
-
-def _parse_guarantee(guarantee: Mapping[str, float], argument: str) -> tuple[str, dict]:
-    if not isinstance(guarantee, Mapping):
-        raise TypeError(
-            f"`{argument}` must be a dict such as {{'epsilon': 1.0}} or {{'rho': 0.5}}, got "
-            f"{guarantee!r}."
-        )
-    kind = _KINDS.get(frozenset(guarantee))
-    if kind is None:
-        raise ValueError(
-            f"`{argument}` must have the keys 'epsilon', 'epsilon' and 'delta', 'rho' or 'mu'; "
-            f"got {sorted(guarantee)}."
-        )
-    values = {}
-    for key, value in guarantee.items():
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise TypeError(f"`{argument}`: {key!r} must be a number, got {value!r}.") from None
-        if math.isnan(value) or value < 0 or (key == "delta" and value > 1):
-            raise ValueError(f"`{argument}`: {key!r} must be >= 0 (delta <= 1), got {value}.")
-        values[key] = value
-    if kind == "approx" and values["delta"] == 0:
-        kind, values = "epsilon", {"epsilon": values["epsilon"]}
-    return kind, values
-
-
-def zero_delta(guarantee: Mapping[str, float]) -> float:
-    r"""The :math:`\delta` of the :math:`(0, \delta)`-DP guarantee implied by ``guarantee``.
-
-    :math:`(0, \delta)`-DP bounds the total-variation distance between the release distributions
-    of neighbouring data sets by :math:`\delta` (Awan, Barrientos & Ju, arXiv 2406.06231):
-
-    =========================  ==========================================================
-    guarantee                  :math:`\delta`
-    =========================  ==========================================================
-    epsilon-DP                 :math:`(e^\varepsilon - 1) / (e^\varepsilon + 1)`
-    (epsilon, delta')-DP       :math:`(2\delta' + e^\varepsilon - 1) / (e^\varepsilon + 1)`
-    rho-zCDP                   :math:`\min(\sqrt{\rho/2}, \sqrt{1 - e^{-\rho}})` (Pinsker;
-                               Bretagnolle-Huber)
-    mu-GDP                     :math:`2\Phi(\mu/2) - 1`
-    =========================  ==========================================================
-
-    Parameters
-    ----------
-    guarantee : dict
-        ``{"epsilon": e}``, ``{"epsilon": e, "delta": d}``, ``{"rho": r}`` or ``{"mu": m}`` (the
-        form of :attr:`Mechanism.privacy <pymc_unbounded_dp.Mechanism.privacy>`).
-
-    Returns
-    -------
-    float
-        :math:`\delta \in [0, 1]`.
-
-    Examples
-    --------
-    >>> from pymc_unbounded_dp.diagnostics import zero_delta
-    >>> round(zero_delta({"epsilon": 1.0}), 4)
-    0.4621
-    >>> round(zero_delta({"rho": 0.5}), 4)
-    0.5
-    """
-    kind, values = _parse_guarantee(guarantee, "guarantee")
-    if kind == "rho":
-        rho = values["rho"]
-        return min(1.0, math.sqrt(rho / 2.0), math.sqrt(-math.expm1(-rho)))
-    if kind == "mu":
-        return math.erf(values["mu"] / (2.0 * math.sqrt(2.0)))  # 2 Phi(mu / 2) - 1
-    epsilon = values["epsilon"]
-    delta = math.tanh(epsilon / 2.0) if math.isfinite(epsilon) else 1.0
-    if kind == "approx":  # + 2 delta' / (e^eps + 1)
-        delta += 2.0 * values["delta"] * float(special.expit(-epsilon))
-    return min(1.0, delta)
-
-
-def _guarantee_of(mechanism) -> dict | None:
-    """The mechanism's privacy guarantee as a dict, or ``None`` when it states none we can read."""
-    try:
-        privacy = mechanism.privacy
-    except (AttributeError, NotImplementedError):  # no `privacy`: a bare `epsilon` will do
-        epsilon = getattr(mechanism, "epsilon", None)
-        privacy = {"epsilon": epsilon} if isinstance(epsilon, int | float) else None
-    if not privacy:
-        return None
-    try:
-        kind, values = _parse_guarantee(privacy, "privacy")
-    except (TypeError, ValueError):
-        return None
-    return {"kind": kind, **values}
-
-
-def _composed_delta(guarantees: Sequence[dict | None]) -> tuple[str, float]:
+def _composed_delta(guarantees: Sequence[Guarantee | None]) -> tuple[str, float]:
     """Compose the guarantees of one table's releases, then convert: ``(description, delta)``.
 
-    Pure epsilon-DP adds in epsilon; (epsilon, delta')-DP adds in both (basic composition);
-    rho-zCDP adds in rho; mu-GDP in mu squared. Different kinds are converted separately and their
-    deltas added ((0, delta)-DP composes additively), or, when it is smaller, epsilon-DP is turned
-    into (epsilon^2 / 2)-zCDP (Bun & Steinke 2016, Prop. 1.4) and added to the rho's.
+    Each measure is composed on its own (:func:`~pymc_unbounded_dp.privacy.compose`: pure and
+    (epsilon, delta)-DP together, rho-zCDP, mu-GDP), converted to (0, delta)-DP
+    (:meth:`~pymc_unbounded_dp.privacy.Guarantee.zero_delta`) and the deltas added ((0, delta)-DP
+    composes additively); or, when it is smaller, the epsilon-DP ones are composed with the zCDP
+    ones in zCDP (Bun & Steinke 2016, Prop. 1.4).
     """
     if not guarantees:
         return "nothing released", 0.0
     if any(g is None for g in guarantees):
         return "unknown", 1.0
-    by_kind: dict[str, list[dict]] = {}
-    for g in guarantees:
-        by_kind.setdefault(g["kind"], []).append(g)
-    parts, delta = [], 0.0
-    epsilons = [g["epsilon"] for g in by_kind.get("epsilon", []) + by_kind.get("approx", [])]
-    if epsilons:
-        approx_delta = sum(g["delta"] for g in by_kind.get("approx", []))
-        eps = {"epsilon": sum(epsilons)} | ({"delta": approx_delta} if approx_delta else {})
-        parts.append(", ".join(f"{k}={v:.4g}" for k, v in eps.items()))
-        delta += zero_delta(eps)
-    rho = sum(g["rho"] for g in by_kind.get("rho", []))
-    if "rho" in by_kind:
-        parts.append(f"rho={rho:.4g}")
-        delta += zero_delta({"rho": rho})
-    if "mu" in by_kind:
-        mu = math.sqrt(sum(g["mu"] ** 2 for g in by_kind["mu"]))
-        parts.append(f"mu={mu:.4g}")
-        delta += zero_delta({"mu": mu})
-    if "rho" in by_kind and "epsilon" in by_kind and "approx" not in by_kind:
-        as_rho = rho + sum(g["epsilon"] ** 2 / 2.0 for g in by_kind["epsilon"])
-        via_rho = zero_delta({"rho": as_rho}) + (
-            zero_delta({"mu": math.sqrt(sum(g["mu"] ** 2 for g in by_kind["mu"]))})
-            if "mu" in by_kind
-            else 0.0
-        )
-        delta = min(delta, via_rho)
-    return " + ".join(parts), min(1.0, delta)
+    groups = [
+        [g for g in guarantees if g.measure in kinds]
+        for kinds in ((PURE, APPROXIMATE), (ZCDP,), (GAUSSIAN_DP,))
+    ]
+    parts = [compose(group) for group in groups if group]
+    delta = sum(part.zero_delta() for part in parts)
+    measures = {g.measure for g in guarantees}
+    if {PURE, ZCDP} <= measures and APPROXIMATE not in measures:
+        concentrated = compose(groups[0] + groups[1]).zero_delta()
+        delta = min(delta, concentrated + (compose(groups[2]).zero_delta() if groups[2] else 0.0))
+    return " + ".join(f"{part:.4g}" for part in parts), min(1.0, delta)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -259,14 +148,11 @@ class CountPosterior:
 
 
 def _initial_halfwidth(mechanism) -> int:
-    """Half-width of a window holding all but ~1e-16 of the noise, from the scale if known."""
-    scale = getattr(mechanism, "scale", None)
-    shape = getattr(mechanism, "shape_code", None)
-    if isinstance(scale, int | float) and math.isfinite(scale) and scale > 0:
-        if shape == SHAPE_ABS:
-            return math.ceil(36.0 * scale) + 4
-        if shape == SHAPE_SQUARE:
-            return math.ceil(8.5 * scale) + 4
+    """Half-width of a window holding all but ~1e-16 of the noise, from the mechanism's
+    :meth:`~pymc_unbounded_dp.Mechanism.tail_width` if it has one."""
+    tail_width = getattr(mechanism, "tail_width", None)
+    if callable(tail_width):
+        return math.ceil(tail_width(_WINDOW_NATS)) + 3
     return 64
 
 
@@ -359,40 +245,13 @@ def count_posterior(
         half *= 2
 
 
-def _discrete_gaussian_mean_abs(sigma: float) -> float:
-    """``E|e|`` of the discrete Gaussian with parameter ``sigma`` (direct summation)."""
-    k = np.arange(1, math.ceil(12.0 * sigma) + 2, dtype=float)
-    weights = np.exp(-(k**2) / (2.0 * sigma**2))
-    return float(2.0 * (k @ weights) / (1.0 + 2.0 * weights.sum()))
-
-
 def _required_count_privacy(mechanism, mean_abs: float) -> dict[str, float] | None:
-    """The weakest guarantee of the count's mechanism family with ``E|e| <= mean_abs``.
-
-    Far from ``n = 0`` (flat prior) ``E|n - n_dp|`` is the noise's ``E|e|`` on the integers:
-    ``2q / (1 - q^2)`` with ``q = e^{-1/scale}`` for the Laplace family (discrete, or continuous
-    with an integer ``n_dp``); for the Gaussian family the discrete Gaussian's, solved for sigma
-    (``E|e| ~ sigma sqrt(2/pi)`` beyond sigma ~ 600).
-    """
+    """The weakest guarantee of the count's mechanism family with ``E|e| <= mean_abs``
+    (:meth:`~pymc_unbounded_dp.Mechanism.budget_for_mean_abs`: far from ``n = 0``, flat prior)."""
     if not (math.isfinite(mean_abs) and mean_abs > 0):
         return None
-    sensitivity = float(getattr(mechanism, "sensitivity", 1.0)) or 1.0
-    if isinstance(mechanism, _LaplaceFamily):
-        q = mean_abs / (1.0 + math.sqrt(1.0 + mean_abs**2))  # root of m q^2 + 2 q - m = 0
-        return {"epsilon": -sensitivity * math.log(q)}
-    if isinstance(mechanism, _GaussianFamily):
-        if mean_abs > 500.0:
-            sigma = mean_abs * math.sqrt(math.pi / 2.0)
-        else:
-            sigma = optimize.brentq(
-                lambda s: _discrete_gaussian_mean_abs(s) - mean_abs,
-                1e-3,
-                2.0 * mean_abs + 2.0,
-                xtol=1e-12,
-                rtol=1e-12,
-            )
-        return {"rho": sensitivity**2 / (2.0 * sigma**2)}
-    return None
+    guarantee = mechanism.budget_for_mean_abs(mean_abs)
+    return None if guarantee is None else guarantee.as_dict()
 
 
 def _log_prior_of(model: pm.Model, spec: SampleSizeSpec):
@@ -727,7 +586,7 @@ def compare_posteriors(
 # --------------------------------------------------------------------------------------------------
 def _table_bound(model: pm.Model, table: TableSpec, target: float) -> TableBound:
     spec = table.sample_size
-    label, delta_s = _composed_delta([_guarantee_of(s.mechanism) for s in table.sums])
+    label, delta_s = _composed_delta([s.mechanism.guarantee for s in table.sums])
     n_dp = float(np.asarray(observed_value(model, spec.release_rv), dtype=float).reshape(-1)[0])
     log_prior, note = _log_prior_of(model, spec)
     if note:  # the theorem does not apply: report no posterior of n and a vacuous bound

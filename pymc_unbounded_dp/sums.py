@@ -39,7 +39,7 @@ from pytensor.tensor.random.basic import (
     PoissonRV,
 )
 
-from pymc_unbounded_dp import laws
+import pymc_unbounded_dp.laws as laws
 from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp._pymc_bridge import PackageStep
