@@ -50,7 +50,7 @@ from dataclasses import replace as replace_fields
 import numpy as np
 import pandas as pd
 
-from pymc_unbounded_dp import release as rl
+import pymc_unbounded_dp.release as rl
 from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._epsilon_report import EpsilonReport, Recommendation, check_widths
 from pymc_unbounded_dp._pymc_bridge import PYMC_LOGGERS
@@ -434,7 +434,7 @@ def _execute(tasks: list[_Task], client) -> list[dict]:
 def _membership(plan: rl.Plan, record: dict, replacement, prior: float) -> tuple[dict, str]:
     """The risk figures of ``record`` under ``plan`` (:func:`pymc_unbounded_dp.risk.
     membership_risk`, imported here) and how they were computed."""
-    from pymc_unbounded_dp import risk
+    import pymc_unbounded_dp.risk as risk
 
     options = {} if replacement is None else {"replacement": replacement}
     result = risk.membership_risk(plan, record, prior, **options)

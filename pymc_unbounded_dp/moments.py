@@ -232,23 +232,9 @@ def record_moments(
             weights = weights / pt.sum(weights)
             mean, covariance = _closed_form_moments(last, current, weights, params)
             return MomentGraphs(inputs, mean, covariance, None, total, closed_form=True)
-        cuts = _cuts(statistics, placeholder)
-        law = _ancillary_law(rv)
-        if law == "normal" and not cuts:
-            x, w = np.polynomial.hermite_e.hermegauss(2 * nodes)
-            size = 2 * nodes
-            points = pt.zeros((count, 1), dtype="float64") + x
-            rule = pt.zeros((count, 1), dtype="float64") + w / np.sqrt(2.0 * np.pi)
-        else:
-            at_cuts = [form.ancillary(pt.constant(c, dtype="float64"), params, None) for c in cuts]
-            low, high, density = (
-                (-TAIL, TAIL, _standard_normal_density)
-                if law == "normal"
-                else (0.0, 1.0, lambda u: pt.ones_like(u))
-            )
-            if law == "normal":
-                at_cuts += list(NORMAL_CUTS)
-            points, rule, size = _piecewise(at_cuts, count, low, high, nodes, density)
+        points, rule, size = _quadrature_rule(
+            statistics, placeholder, rv, form, params, count, nodes
+        )
         total *= size
         if total > MAX_NODES:
             return (
@@ -267,6 +253,29 @@ def record_moments(
     covariance = pt.dot((column * centred).T, centred)
     third = pt.sum(column * pt.abs(centred) ** 3, axis=0)
     return MomentGraphs(inputs, mean, covariance, third, total)
+
+
+def _quadrature_rule(statistics, placeholder, rv, form, params, count, nodes: int):
+    """The points (in the ancillary ``u``), weights and size of the rule that integrates one
+    record variable, for each of the ``count`` rows of ``params``: Gauss-Hermite for a Normal
+    record where the statistics have no kink in it, else a piecewise Gauss-Legendre rule between
+    the kinks (the clamps' cuts)."""
+    cuts = _cuts(statistics, placeholder)
+    law = _ancillary_law(rv)
+    if law == "normal" and not cuts:
+        x, w = np.polynomial.hermite_e.hermegauss(2 * nodes)
+        points = pt.zeros((count, 1), dtype="float64") + x
+        rule = pt.zeros((count, 1), dtype="float64") + w / np.sqrt(2.0 * np.pi)
+        return points, rule, 2 * nodes
+    at_cuts = [form.ancillary(pt.constant(c, dtype="float64"), params, None) for c in cuts]
+    low, high, density = (
+        (-TAIL, TAIL, _standard_normal_density)
+        if law == "normal"
+        else (0.0, 1.0, lambda u: pt.ones_like(u))
+    )
+    if law == "normal":
+        at_cuts += list(NORMAL_CUTS)
+    return _piecewise(at_cuts, count, low, high, nodes, density)
 
 
 def _dirichlet_record_moments(compiled: CompiledTable, nodes: int) -> MomentGraphs | str:

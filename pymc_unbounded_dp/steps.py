@@ -28,7 +28,7 @@ from pymc.model import modelcontext
 from pymc.step_methods import NUTS
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep
 
-from pymc_unbounded_dp import kernels
+import pymc_unbounded_dp.kernels as kernels
 from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._keywords import check_keywords, named_keywords

@@ -440,7 +440,7 @@ def atus_gibbs_step(model: pm.Model):
     Several times cheaper per iteration than NUTS over the 6,656 records; pass it as
     ``pmdp.sample(step=atus_gibbs_step(model), ...)``.
     """
-    from pymc_unbounded_dp import conjugate
+    import pymc_unbounded_dp.conjugate as conjugate
 
     def update(rng, records, values):
         x = np.asarray(records["x"], dtype=float)

@@ -153,7 +153,7 @@ def demo_release(result: DemoResult):
     >>> demo_release(result).guarantee  # doctest: +SKIP
     {'epsilon': 1.5}
     """
-    from pymc_unbounded_dp import release as rl
+    import pymc_unbounded_dp.release as rl
     from pymc_unbounded_dp.mechanisms import Laplace
 
     release = result.release

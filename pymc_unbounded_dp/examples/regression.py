@@ -59,7 +59,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_unbounded_dp import release as rl
+import pymc_unbounded_dp.release as rl
 from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp.blocks import PrivatizedSum, Records, SampleSize
 from pymc_unbounded_dp.examples._release import (
@@ -326,7 +326,7 @@ def regression_gibbs_step(model: pm.Model):
     """
     import math
 
-    from pymc_unbounded_dp import conjugate
+    import pymc_unbounded_dp.conjugate as conjugate
 
     def update(rng, records, values):
         x = np.column_stack([records["x1"], records["x2"]]).astype(float)

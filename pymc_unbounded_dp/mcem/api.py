@@ -30,7 +30,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from tqdm.auto import tqdm
 
-from pymc_unbounded_dp import kernels
+import pymc_unbounded_dp.kernels as kernels
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._keywords import named_keywords
 from pymc_unbounded_dp.mcem.em import SWITCH_MIN_SETS, EMLoop

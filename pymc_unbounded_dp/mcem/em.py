@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize
 
-from pymc_unbounded_dp import kernels
+import pymc_unbounded_dp.kernels as kernels
 from pymc_unbounded_dp.mcem.information import (
     inverse_information,
     mean_variance,

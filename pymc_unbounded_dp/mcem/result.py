@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from pymc_unbounded_dp import kernels
+import pymc_unbounded_dp.kernels as kernels
 
 
 class Convergence(str, Enum):

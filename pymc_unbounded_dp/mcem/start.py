@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from pymc_unbounded_dp import kernels
+import pymc_unbounded_dp.kernels as kernels
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik
 from pymc_unbounded_dp.mcem.options import Options
 from pymc_unbounded_dp.mcem.result import MCEMResult
