@@ -31,25 +31,25 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INT64_RANGE = "[-2**63, 2**63 - 1]"
 
 
-def _positive_finite(value: float, name: str, owner: str) -> float:
+def _number(value, name: str, owner: str) -> float:
+    """``value`` as a float, or a ``TypeError`` naming ``name`` for anything but a number."""
     if isinstance(value, str | bool | np.bool_):  # float() would take "1" and True
         raise TypeError(f"{owner}: `{name}` must be a number, got {value!r}.")
     try:
-        value = float(value)
+        return float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{owner}: `{name}` must be a number, got {value!r}.") from None
+
+
+def _positive_finite(value: float, name: str, owner: str) -> float:
+    value = _number(value, name, owner)
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{owner}: `{name}` must be finite and > 0, got {value}.")
     return value
 
 
 def _sensitivity(value: float, owner: str, integer: bool) -> float:
-    if isinstance(value, str | bool | np.bool_):  # float() would take "1" and True
-        raise TypeError(f"{owner}: `sensitivity` must be a number, got {value!r}.")
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{owner}: `sensitivity` must be a number, got {value!r}.") from None
+    value = _number(value, "sensitivity", owner)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{owner}: `sensitivity` must be finite and >= 0, got {value}.")
     if integer and value != int(value):
