@@ -55,6 +55,9 @@ from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._epsilon_report import EpsilonReport, Recommendation, check_widths
 from pymc_unbounded_dp._pymc_bridge import PYMC_LOGGERS
 
+# Users import these from here (pickles and the API pages name this module as their home).
+EpsilonReport.__module__ = Recommendation.__module__ = __name__
+
 __all__ = [
     "REFERENCE_FACTOR",
     "EpsilonReport",

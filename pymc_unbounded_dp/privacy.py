@@ -3,14 +3,14 @@ r"""Privacy guarantees as values: composition and conversion in one place.
 A :class:`Guarantee` is what a release promises about neighbouring data sets, in one of the
 privacy measures OpenDP names (https://opendp.org):
 
-============================  =================================  ==========================
-OpenDP measure                ``Guarantee``                      ``Mechanism.privacy`` form
-============================  =================================  ==========================
-``MaxDivergence``             pure epsilon-DP                    ``{"epsilon": e}``
-``Approximate(MaxDivergence)``  (epsilon, delta)-DP              ``{"epsilon": e, "delta": d}``
-``ZeroConcentratedDivergence``  rho-zCDP (Bun & Steinke 2016)    ``{"rho": r}``
-(Gaussian DP)                 mu-GDP (Dong, Roth & Su 2019)      ``{"mu": m}``
-============================  =================================  ==========================
+================================  ===============================  ================================
+OpenDP measure                    ``Guarantee``                    ``Mechanism.privacy`` form
+================================  ===============================  ================================
+``MaxDivergence``                 pure epsilon-DP                  ``{"epsilon": e}``
+``Approximate(MaxDivergence)``    (epsilon, delta)-DP              ``{"epsilon": e, "delta": d}``
+``ZeroConcentratedDivergence``    rho-zCDP (Bun & Steinke 2016)    ``{"rho": r}``
+(Gaussian DP)                     mu-GDP (Dong, Roth & Su 2019)    ``{"mu": m}``
+================================  ===============================  ================================
 
 Each mechanism computes its own guarantee from its scale and a sensitivity
 (:meth:`Mechanism.privacy_map <pymc_unbounded_dp.Mechanism.privacy_map>`); this module only does
