@@ -75,6 +75,54 @@ def test_bad_options_are_refused_naming_them(name, options, message):
         make_study(name, **options)
 
 
+def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
+    """The default grid is the paper's Table 1 (epsilon_s 0.1, 1, 10; epsilon_n from 1e-4 to 10),
+    and the fits' birth/death moves per iteration are a tenth of n_dp, at least 10, more where a
+    tiny epsilon_n makes the count's noise wide."""
+    from pymc_unbounded_dp.examples import regression as reg
+    from pymc_unbounded_dp.examples.study.regression import suggested_n_moves
+
+    study = RegressionStudy()
+    assert study.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
+    data = reg.simulate_regression(500, seed=1)
+    release = reg.privatize_regression(data, 1.0, 0.5, seed=2)
+    assert suggested_n_moves(release) == round(0.1 * release.n_dp) == 50
+    wide = reg.privatize_regression(data, 1.0, 1e-3, seed=2)  # count noise scale 1,000
+    assert suggested_n_moves(wide) == round(0.1 * 3 * wide.n_mechanism.scale)
+    small = reg.privatize_regression(reg.simulate_regression(40, seed=1), 1.0, 10.0, seed=2)
+    assert suggested_n_moves(small) == 10
+
+
+def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
+    """Two parameters with coverage 1 and 0 in every fit: each panel's line is its own."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    from pymc_unbounded_dp.examples.study.reporting import coverage_figure
+
+    rows = [
+        {"parameter": name, "covered": covered, "epsilon_s": 1.0, "epsilon_n": eps_n,
+         "variant": "unbounded", "replicate": r}
+        for name, covered in (("beta[0]", True), ("tau", False))
+        for eps_n in (0.1, 1.0)
+        for r in range(2)
+    ] + [
+        {"parameter": name, "covered": covered, "epsilon_s": 1.0, "epsilon_n": None,
+         "variant": "bounded", "replicate": 0}
+        for name, covered in (("beta[0]", True), ("tau", False))
+    ]  # fmt: skip
+    figure = coverage_figure(pd.DataFrame(rows))
+    panels = {ax.get_title(): ax for ax in figure.axes}
+    assert sorted(panels) == ["beta[0]", "tau"]
+    for title, level in (("beta[0]", 1.0), ("tau", 0.0)):
+        lines = panels[title].get_lines()
+        assert list(lines[0].get_ydata()) == [level, level]  # unbounded, per epsilon_n
+        assert list(lines[1].get_ydata()) == [level, level]  # the bounded level (dashed)
+    matplotlib.pyplot.close(figure)
+
+
 def test_seeds_depend_only_on_the_study_seed_and_the_fit():
     study = RegressionStudy(epsilon_s=(1.0, 0.1), epsilon_n=(1e-4, 0.5), replicates=2)
     states = [study.release_seed(fit).generate_state(2).tolist() for fit in study.fits()]
