@@ -183,6 +183,10 @@ class Mechanism(ABC):
     scale_name: ClassVar[str] = "scale"
     #: The sensitivity when none is given (an integer for mechanisms on the integers).
     default_sensitivity: ClassVar[float] = 1.0
+    #: The law of the privacy loss of one released coordinate that :mod:`pymc_unbounded_dp.risk`
+    #: computes the risk with (``"laplace"``, ``"discrete laplace"``, ``"gaussian"``, ``"discrete
+    #: gaussian"``, ``"custom"``: from the density); ``None``: the risk module has none.
+    privacy_loss_law: ClassVar[str | None] = None
 
     def __repr__(self) -> str:
         """``Laplace(epsilon=1.0, sensitivity=1.0, scale=1.0)``: guarantee, sensitivity, scale."""

@@ -184,6 +184,7 @@ class CustomMechanism(Mechanism):
         return f"CustomMechanism({', '.join(parts)})"
 
     shape_code = SHAPE_CUSTOM
+    privacy_loss_law = "custom"
 
     @property
     def domain(self) -> str:

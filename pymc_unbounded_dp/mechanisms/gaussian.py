@@ -150,6 +150,7 @@ class Gaussian(_GaussianFamily):
     """
 
     discrete = False
+    privacy_loss_law = "gaussian"
 
     @property
     def log_normalizer(self) -> float:
@@ -183,6 +184,7 @@ class DiscreteGaussian(_GaussianFamily):
     """
 
     discrete = True
+    privacy_loss_law = "discrete gaussian"
     default_sensitivity = 1
 
     @property

@@ -122,6 +122,7 @@ class Laplace(_LaplaceFamily):
     """
 
     discrete = False
+    privacy_loss_law = "laplace"
 
     @property
     def log_normalizer(self) -> float:
@@ -155,6 +156,7 @@ class DiscreteLaplace(_LaplaceFamily):
     """
 
     discrete = True
+    privacy_loss_law = "discrete laplace"
     default_sensitivity = 1
 
     @property
@@ -213,6 +215,7 @@ class Tulap(_LaplaceFamily):
     """
 
     discrete = False
+    privacy_loss_law = "discrete laplace"
     shape_code = SHAPE_TULAP
     default_sensitivity = 1
 

@@ -43,12 +43,7 @@ from scipy import signal, special
 
 from pymc_unbounded_dp.mechanisms import (
     CustomMechanism,
-    DiscreteGaussian,
-    DiscreteLaplace,
-    Gaussian,
-    Laplace,
     Mechanism,
-    Tulap,
     discrete_gaussian_log_normalizer,
 )
 
@@ -345,18 +340,11 @@ def compose_risk(
 
 
 def coordinate_kind(mechanism: Mechanism) -> str:
-    """How the loss of one coordinate is computed: by the mechanism's family."""
-    if isinstance(mechanism, DiscreteLaplace | Tulap):
-        return "discrete laplace"
-    if isinstance(mechanism, DiscreteGaussian):
-        return "discrete gaussian"
-    if isinstance(mechanism, Gaussian):
-        return "gaussian"
-    if isinstance(mechanism, Laplace):
-        return "laplace"
-    if isinstance(mechanism, CustomMechanism):
-        return "custom"
-    raise TypeError(f"no privacy-loss law for the mechanism {mechanism!r}.")
+    """How the loss of one coordinate is computed: the mechanism's own ``privacy_loss_law``."""
+    law = getattr(mechanism, "privacy_loss_law", None)
+    if law is None:
+        raise TypeError(f"no privacy-loss law for the mechanism {mechanism!r}.")
+    return law
 
 
 @dataclass(frozen=True)
