@@ -215,18 +215,8 @@ class DirichletInterweave(ParameterMove):
                     "concentration; there is nothing to move."
                 )
             return chosen
-        by_name = {model.rvs_to_values[rv].name: model.rvs_to_values[rv] for rv in continuous}
-        values = []
-        for var in vars:
-            value = model.rvs_to_values.get(var, var)
-            name = getattr(value, "name", None)
-            if name not in by_name:
-                raise ValueError(
-                    f"DirichletInterweave: {getattr(var, 'name', var)!r} is not a continuous "
-                    f"parameter of the model; choose among {sorted(by_name)}."
-                )
-            values.append(by_name[name])
-        return values
+        allowed = [model.rvs_to_values[rv] for rv in continuous]
+        return ParameterMove._chosen(model, vars, allowed, "DirichletInterweave")
 
     # -- the move ------------------------------------------------------------------------------
     def step(self, point):

@@ -94,6 +94,22 @@ class ParameterMove(PackageStep):
         self._tuner = None
         self._slices = None
 
+    @staticmethod
+    def _chosen(model: pm.Model, vars, allowed: list, owner: str) -> list:
+        """The value variables of ``allowed`` that ``vars`` (variables or their values) name, in
+        the order given; a ``ValueError`` naming any other."""
+        by_name = {v.name: v for v in allowed}
+        values = []
+        for var in vars:
+            name = getattr(model.rvs_to_values.get(var, var), "name", None)
+            if name not in by_name:
+                raise ValueError(
+                    f"{owner}: {getattr(var, 'name', var)!r} is not a continuous parameter of "
+                    f"the model; choose among {sorted(by_name)}."
+                )
+            values.append(by_name[name])
+        return values
+
     # -- the flat vector of the moving parameters ------------------------------------------------
     def _with_position(self, point: dict, flat: np.ndarray) -> dict:
         """``point`` with the moving parameters taken from the flat vector ``flat``."""
@@ -252,18 +268,7 @@ class Interweave(ParameterMove):
                     "interweave=False."
                 )
             return allowed
-        by_name = {v.name: v for v in allowed}
-        values = []
-        for var in vars:
-            value = model.rvs_to_values.get(var, var)
-            name = getattr(value, "name", None)
-            if name not in by_name:
-                raise ValueError(
-                    f"Interweave: {getattr(var, 'name', var)!r} is not a continuous parameter of "
-                    f"the model; choose among {sorted(by_name)}."
-                )
-            values.append(by_name[name])
-        return values
+        return ParameterMove._chosen(model, vars, allowed, "Interweave")
 
     @staticmethod
     def _compile_log_prior(model: pm.Model, compiled: CompiledModel):

@@ -707,3 +707,17 @@ def test_a_move_that_does_not_pay_is_off_after_two_tuning_windows():
     auto, forced = steps[False], steps[True]
     assert np.all(auto[:75] > 0) and np.all(auto[75:] == 0), auto
     assert np.all(forced >= 1)
+
+
+def test_vars_that_are_not_continuous_parameters_are_refused_naming_them():
+    """``vars`` may name only the continuous parameters the move can move; anything else (here a
+    record variable) is refused with the choices."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=20)
+        pmdp.PrivatizedSum("s", pm.math.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=3.0)
+    with pytest.raises(
+        ValueError, match=r"Interweave: 'x' is not a continuous parameter .*\['mu'\]"
+    ):
+        pmdp.Interweave(vars=[x], model=model)
+    assert [v.name for v in pmdp.Interweave(vars=[mu], model=model).vars] == ["mu"]
