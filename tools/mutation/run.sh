@@ -6,6 +6,7 @@
 #   RESUME=1 bash tools/mutation/run.sh ...    # keep the scratch copy and its sessions, refresh
 #                                              # tests/ and tools/, run what is still pending
 #   MUTATION_TIMEOUT=60 ...                     # seconds before a mutant's tests count as hung (killed)
+#   MUTATION_JIT=1 ...                          # keep numba's JIT on (configs that say they need it)
 #   CONFIG@NAME                                # use session-NAME.sqlite (e.g. a recheck session
 #                                              # made by recheck.py) instead of session-CONFIG
 #
@@ -35,7 +36,8 @@ cp -r "$here/tests" "$here/tools" "$work/"
 find "$work" -name __pycache__ -prune -exec rm -rf {} +
 sed -i "s#/tmp/pmdp-mutation.sock#$sock#" "$work"/tools/mutation/*.toml  # this run's own server
 cd "$work"
-export NUMBA_DISABLE_JIT=1 PYTHONPATH="$work" PATH="$venv/bin:$PATH"
+export PYTHONPATH="$work" PATH="$venv/bin:$PATH"
+[ "${MUTATION_JIT:-0}" = 1 ] || export NUMBA_DISABLE_JIT=1
 rm -f "$work/server.out" "$sock"  # a stale "ready" or socket must not start the run early
 python tools/mutation/server.py "$work" "$sock" "$work/tests.log" "${MUTATION_TIMEOUT:-180}" > "$work/server.out" 2>&1 &
 server=$!
