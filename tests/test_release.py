@@ -123,6 +123,46 @@ def test_records_are_clamped_and_summed(sampler):
     assert rel["s"].sampler.startswith("opendp" if sampler == "opendp" else "pymc_unbounded_dp")
 
 
+@pytest.mark.parametrize("sampler", ["opendp", "pmdp"])
+def test_the_noise_comes_from_the_sampler_asked_for(sampler, monkeypatch):
+    """``sampler="pmdp"`` draws with the mechanism's own exact sampler and never calls OpenDP;
+    ``"opendp"`` draws with OpenDP's and never calls the package's."""
+    calls = []
+    own = pmdp.Laplace.release
+
+    def refuse_opendp(*args, **kwargs):
+        raise AssertionError("OpenDP was called")
+
+    def record_own(self, value):
+        calls.append("pmdp")
+        return own(self, value)
+
+    if sampler == "pmdp":
+        monkeypatch.setattr(rl, "to_opendp", refuse_opendp)
+    monkeypatch.setattr(pmdp.Laplace, "release", record_own)
+    rel = rl.Plan([rl.Statistic("s", 0.0, 1.0)], epsilon=1.0).release(
+        sums={"s": 0.5}, n=3, sampler=sampler
+    )
+    assert calls == (["pmdp"] if sampler == "pmdp" else [])
+    assert rel["s"].sampler.startswith("opendp" if sampler == "opendp" else "pymc_unbounded_dp")
+
+
+def test_records_of_the_wrong_width_are_refused():
+    plan = rl.Plan([rl.Statistic("s", REG_LOWER, REG_UPPER)], epsilon=1.0)
+    for rows in (np.zeros((5, 8)), np.zeros((5, 10)), np.zeros((5, 9, 1))):
+        with pytest.raises(
+            ValueError, match=r"`records\['s'\]` has shape .*; expected \(n, \*\(9,\)\)"
+        ):
+            plan.release({"s": rows})
+
+
+def test_integer_records_may_reach_exactly_2_to_the_62():
+    """The bound of the integer samplers' exact range is inclusive: n * max|bound| = 2**62."""
+    plan = rl.Plan([rl.Statistic("k", 0, 2**40, integer=True)], epsilon=1.0)
+    rel = plan.release({"k": np.zeros(2**22, dtype=np.int8)})  # reach 2**22 * 2**40 = 2**62
+    assert isinstance(rel["k"].value, int)
+
+
 def test_integer_release_never_leaves_the_exact_range():
     plan = rl.Plan([rl.Statistic("k", 0, 2**40, integer=True)], epsilon=1.0)
     with pytest.raises(ValueError, match=r"`sums` \(value 'k'\) is outside the exact range"):
@@ -159,8 +199,12 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         assert np.array_equal(a.value, b.value) and type(a.value) is type(b.value)
         assert np.array_equal(a.lower, b.lower) and np.array_equal(a.upper, b.upper)
         assert (a.share, a.sampler, a.kind, a.integer) == (b.share, b.sampler, b.kind, b.integer)
-    # a release describes itself as its plan does (Released.shape; it used to raise)
+    # a release describes itself as its plan does (Released.shape; it used to raise), one line
+    # per value under a header, then the guarantee
     assert loaded.describe() == rel.describe() == plan.describe()
+    lines = plan.describe().splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == ["s", "n"]
+    assert "9" in lines[1].split() and "Laplace(" in lines[1] and "DiscreteLaplace(" in lines[2]
     assert loaded.guarantee == rel.guarantee and loaded.budget == rel.budget
     document = json.loads((tmp_path / "release.json").read_text())
     s = plan.mechanisms["s"]
@@ -202,6 +246,45 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         ),
         (lambda d: d["values"]["s"].pop("lower"), r"`text` is not a valid release file"),
         (lambda d: d.update(neighbouring="swap"), r"`neighbouring` must be one of"),
+        # found by the mutation run of the release side (issue 32)
+        (lambda d: d.update(version=0), r"`text` has format version 0"),
+        (
+            lambda d: d.pop("budget"),
+            r"`text` is not a valid release file: it has no 'budget' entry\.",
+        ),
+        (
+            lambda d: d.update(guarantee={"rho": 1.0}),
+            r"has budget \{'epsilon': 1.0\} and guarantee \{'rho': 1.0\}; expected one measure",
+        ),
+        (  # the guarantee its mechanisms compose to, but above the stated budget
+            lambda d: d["budget"].update(epsilon=0.6),
+            r"states guarantee \{'epsilon': 1.0\} and budget \{'epsilon': 0.6\}",
+        ),
+        (
+            lambda d: d["values"]["s"]["mechanism"].update(norm="l2"),
+            r"value 's' has mechanism family 'Laplace' \(norm 'l2'\); a epsilon budget uses l1",
+        ),
+        (
+            lambda d: d["values"]["s"].update(mechanism=None),
+            r"value 's' has no mechanism but sensitivity 9.0\.",
+        ),
+        (  # a count under add/remove has sensitivity 1: it needs its noise
+            lambda d: d["values"]["n"].update(mechanism=None),
+            r"value 'n' has no mechanism but sensitivity 1\.",
+        ),
+        (
+            lambda d: d.pop("format"),
+            r"it has no 'format' entry \(its entries: version, neighbouring, budget, guarantee, "
+            r"composition, values\)\.",
+        ),
+        (  # eleven entries: the first ten are listed
+            lambda d: (d.pop("format"), d.update({f"extra{i}": i for i in range(5)})),
+            r"\(its entries: version, .*, extra3, \.\.\.\)\.",
+        ),
+        (  # ten entries: all are listed
+            lambda d: (d.pop("format"), d.update({f"extra{i}": i for i in range(4)})),
+            r"\(its entries: version, .*, extra3\)\.",
+        ),
     ],
 )
 def test_a_tampered_release_file_is_refused(edit, message):
