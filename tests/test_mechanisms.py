@@ -1,5 +1,6 @@
 """Mechanisms: normalisation, moments, simulators and exact release samplers, guarantees."""
 
+import inspect
 import math
 from fractions import Fraction
 
@@ -247,6 +248,9 @@ def test_a_positional_budget_still_works_but_warns_with_the_keyword_to_use(
     assert spelled in str(caught[0].message)
     assert caught[0].filename == __file__  # points at the caller
     assert mechanism == keyword()  # the keyword form builds it without a warning (errors here)
+    with pytest.warns(FutureWarning, match="deprecated") as caught:
+        pmdp.Laplace(2.0)  # called from the test itself, not through a lambda: this very line
+    assert (caught[0].filename, caught[0].lineno) == (__file__, inspect.currentframe().f_lineno - 1)
 
 
 def test_positional_arguments_beyond_the_old_ones_or_twice_are_refused():

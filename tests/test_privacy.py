@@ -189,10 +189,29 @@ def test_a_built_in_privacy_map_at_a_sensitivity_other_than_one_is_opendps(
     unit = mechanism.privacy_map(1).as_dict()[key]
     assert value == pytest.approx(unit * sensitivity**power, rel=1e-14)
     assert mechanism.privacy_map(0).as_dict()[key] == 0.0
+    # a sensitivity need not be an integer, even for noise on the integers (an L2 sensitivity of
+    # integer sums is a square root)
+    assert mechanism.privacy_map(2.5).as_dict()[key] == pytest.approx(unit * 2.5**power, rel=1e-14)
     assert mechanism.guarantee == mechanism.privacy_map(mechanism.sensitivity)
     assert mechanism.privacy == mechanism.guarantee.as_dict()
     with pytest.raises(ValueError, match="`sensitivity` must be finite and >= 0"):
         mechanism.privacy_map(-1.0)
+
+
+@pytest.mark.parametrize("mechanism", BUILT_IN, ids=repr)
+@pytest.mark.parametrize("nats", [3.0, 40.0])
+def test_a_built_in_tail_width_is_its_documented_bound(mechanism, nats):
+    """``nats * scale + 1`` (Laplace family) and ``sqrt(2 nats) * sigma + 1`` (Gaussian family):
+    one unit beyond where the log-density has fallen by ``nats`` (a margin for noise on the
+    integers), so the density there is below ``peak - nats`` on both sides, and no wider."""
+    reach = (
+        nats * mechanism.scale if mechanism.norm == "l1" else math.sqrt(2 * nats) * mechanism.scale
+    )
+    width = mechanism.tail_width(nats)
+    assert width == reach + 1.0
+    peak = float(mechanism.logpdf(0.0))
+    for e in (-width, width):
+        assert float(mechanism.logpdf(e)) < peak - nats
 
 
 @pytest.mark.parametrize("mechanism", BUILT_IN, ids=repr)
@@ -263,6 +282,23 @@ def test_a_custom_mechanism_knows_its_stated_guarantee_and_no_more():
     assert odd.guarantee is None and odd.privacy == {"rho": 0.5, "delta": 1e-6}
     # the tail is found by doubling on the log-density: the support ends at 5
     assert stated.tail_width(20.0) == 8.0
+
+
+def test_the_default_tail_width_bounds_both_tails_of_an_asymmetric_density():
+    """Noise that decays 4 times more slowly below 0: the log-density falls by ``|e| / 4`` on
+    the left and ``|e|`` on the right (normaliser 5). The doubling stops only when both tails are
+    ``nats`` below the peak: 3 nats are reached at 3 on the right but at 12 on the left."""
+
+    def logp(e):
+        return pt.switch(pt.lt(e, 0), e / 4.0, -e) - math.log(5.0)
+
+    def simulate(size, rng):
+        left = rng.random(size) < 0.8
+        return np.where(left, -rng.exponential(4.0, size), rng.exponential(1.0, size))
+
+    skewed = pmdp.CustomMechanism(logp=logp, simulate=simulate, privacy={"epsilon": 1.0})
+    assert skewed.tail_width(3.0) == 16.0
+    assert skewed.tail_width(0.5) == 4.0  # left 2, right 0.5: the doubling 1, 2, 4
 
 
 def test_a_subclass_of_mechanism_without_the_methods_gets_the_defaults():
