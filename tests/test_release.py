@@ -261,6 +261,10 @@ def test_a_release_file_round_trips_exactly(tmp_path):
             r"states guarantee \{'epsilon': 1.0\} and budget \{'epsilon': 0.6\}",
         ),
         (
+            lambda d: d["values"]["s"]["mechanism"].update(family="Staircase"),
+            r"value 's' has mechanism family 'Staircase' \(norm 'l1'\); a epsilon budget uses l1",
+        ),
+        (
             lambda d: d["values"]["s"]["mechanism"].update(norm="l2"),
             r"value 's' has mechanism family 'Laplace' \(norm 'l2'\); a epsilon budget uses l1",
         ),
