@@ -68,11 +68,42 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
         ("mcem", {"mcem_options": (("tolerance", 0.1),)}, "has no option 'tolerance'"),
         ("atus", {"data": "/nonexistent/folder"}, "data: "),
         ("survey", {}, "study: choose one of"),
+        ("mcem", {"epsilon_s": (0.5, 1.0)}, "epsilon_s: the mcem study has one epsilon_s"),
+        ("mcem", {"replicates": 0}, "replicates: at least 1"),
     ],
 )
 def test_bad_options_are_refused_naming_them(name, options, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         make_study(name, **options)
+
+
+def test_the_mle_study_takes_one_epsilon_s_as_a_one_element_grid_and_one_replicate():
+    study = make_study("mcem", epsilon_s=(0.5,), replicates=1)
+    assert study.epsilon_s == 0.5 and len(study.fits()) == len(study.epsilon_n)
+
+
+def test_coverage_is_the_share_of_covered_replicates_with_its_binomial_se_and_widths_average():
+    """Three of four replicates covered: ``0.75 (0.22)``, se ``sqrt(0.75 * 0.25 / 4)``; the width
+    table is the mean width, per grid point and parameter."""
+    import pandas as pd
+
+    from pymc_unbounded_dp.examples.study.reporting import coverage_table
+
+    rows = [
+        {"parameter": "tau", "covered": r < 3, "width": float(r + 1), "epsilon_s": 1.0,
+         "epsilon_n": 0.5, "variant": "unbounded", "replicate": r}
+        for r in range(4)
+    ] + [
+        {"parameter": "tau", "covered": True, "width": 10.0, "epsilon_s": 1.0,
+         "epsilon_n": None, "variant": "bounded", "replicate": r}
+        for r in range(2)
+    ]  # fmt: skip
+    per_fit = pd.DataFrame(rows)
+    coverage = coverage_table(per_fit, ["tau"], "coverage")
+    assert sorted(coverage["tau"]) == ["0.75 (0.22)", "1.00 (0.00)"]
+    assert sorted(coverage["reps"]) == [2, 4]
+    width = coverage_table(per_fit, ["tau"], "width")
+    assert sorted(width["tau"]) == [2.5, 10.0]
 
 
 def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
@@ -203,6 +234,7 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     assert "in 1 of 4 fits" in text and "replicate 0: bulk ESS 50)" in text
     clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
     assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
+    assert "Fit time: 0.1 min in total." in clean.read_text()  # 4 fits of 1 s
 
 
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
