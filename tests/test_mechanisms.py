@@ -105,6 +105,9 @@ def test_continuous_release_is_on_a_fine_grid_near_the_value():
     mechanism = pmdp.Laplace(scale=2.0)
     released = mechanism.release(np.full(2000, 10.25))
     assert stats.kstest(released - 10.25, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    # the grid is the scale times 2**-30, rounded down to a power of 2: 2**-29 here, and no coarser
+    steps = (released - 10.25) / 2.0**-29
+    assert np.array_equal(steps, np.round(steps)) and np.any(steps % 2 == 1)
     with pytest.raises(ValueError, match="integer-valued"):
         pmdp.DiscreteLaplace(epsilon=1).release([1.5])
 

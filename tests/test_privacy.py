@@ -137,8 +137,9 @@ def test_to_approx_keeps_pure_and_approximate_guarantees():
     assert approximate.to_approx(1e-5) == approximate
     with pytest.raises(ValueError, match="holds for delta >= 1e-06"):
         approximate.to_approx(1e-7)
-    with pytest.raises(ValueError, match=r"`delta` must be in \(0, 1\)"):
-        Guarantee(rho=0.5).to_approx(0.0)
+    for delta in (0.0, 1.0, 1.5, True):
+        with pytest.raises(ValueError, match=r"`delta` must be in \(0, 1\)"):
+            Guarantee(rho=0.5).to_approx(delta)
 
 
 def test_zero_delta_hand_numbers():

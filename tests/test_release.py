@@ -237,6 +237,15 @@ def test_a_release_file_round_trips_exactly(tmp_path):
             r"`text`: value 's' has mechanism family 'Gaussian'",
         ),
         (
+            lambda d: d["values"]["s"]["mechanism"].update(family="DiscreteLaplace"),
+            r"`text`: value 's' is integer=False but its mechanism DiscreteLaplace is for the "
+            r"integers",
+        ),
+        (
+            lambda d: d["values"]["s"].update(value=[0.0] * 10),
+            r"`text`: value 's' has shape \(10,\), its bounds \(9,\)",
+        ),
+        (
             lambda d: d["values"]["n"]["mechanism"].update(family="Laplace"),
             r"`text`: value 'n' is integer=True but its mechanism Laplace is for the reals",
         ),
@@ -693,6 +702,15 @@ S = rl.Statistic("s", -1, 1)
             lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 0.1}, n=1).sample_size("s"),
             ValueError,
             r"Release.sample_size: `name` 's' is a sum, not a count",
+        ),
+        (
+            lambda: (
+                rl.Plan([S, rl.Count("n")], epsilon=1.0)
+                .release(sums={"s": 0.1}, n=1)
+                .privatized_sum("n", None)
+            ),
+            ValueError,
+            r"Release.privatized_sum: `name` 'n' is a count, not a sum",
         ),
         (
             lambda: (

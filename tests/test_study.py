@@ -5,6 +5,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -273,9 +274,14 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
     runs = {}
     for workers in (1, 2):
         out = tmp_path / f"w{workers}"
+        started = time.perf_counter()
         result = run_pmdp(*GRID, *TINY, "--workers", str(workers), "--out", str(out))
+        wall_minutes = (time.perf_counter() - started) / 60
         assert result.returncode == 0, result.stderr
         assert f"local cluster of {workers} workers" in result.stdout
+        # the progress line counts the fits and the minutes they took (within this call's)
+        done, minutes = re.search(r"(\d+) fits in ([\d.]+) min", result.stdout).groups()
+        assert int(done) == 2 and float(minutes) <= wall_minutes + 0.05
         runs[workers] = {k: without_timing(r) for k, r in records(out).items()}
     assert len(runs[1]) == 2 and runs[1] == runs[2]
     means = {k: r["posterior"]["beta[1]"]["mean"] for k, r in runs[1].items()}
