@@ -156,6 +156,41 @@ def test_records_of_the_wrong_width_are_refused():
             plan.release({"s": rows})
 
 
+def test_rows_sums_and_scales_at_the_edges_of_what_is_accepted():
+    """Integer-valued float rows of an integer statistic; statistics of several shapes with the
+    same rows; an empty table (``n = 0``); a real sum a rounding error (1e-9 relative) beyond its
+    bounds, but not more; an integer scale of exactly 2**52, but not more."""
+    plan = rl.Plan([rl.Statistic("k", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+    assert plan.release({"k": np.array([0.0, 1.0, 1.0])})["n"].mechanism is not None
+    plan = rl.Plan([rl.Statistic("s", 0.0, 1.0), rl.Statistic("v", np.zeros(3), 1.0)], epsilon=1e9)
+    rel = plan.release({"s": np.full(4, 0.5), "v": np.full((4, 3), 0.25)})
+    np.testing.assert_allclose(rel["s"].value, 2.0, atol=1e-6)
+    np.testing.assert_allclose(rel["v"].value, [1.0, 1.0, 1.0], atol=1e-6)
+    rel = plan.release(sums={"s": 0.0, "v": np.zeros(3)}, n=0)
+    np.testing.assert_allclose(rel["s"].value, 0.0, atol=1e-6)
+    big = rl.Plan([rl.Statistic("x", 0.0, 1e6)], epsilon=1.0)
+    big.release(sums={"x": 1e7 * (1 + 5e-10)}, n=10)  # within 1e-9 of the bound 1e7
+    with pytest.raises(ValueError, match=r"outside the declared bounds"):
+        big.release(sums={"x": 1e7 * (1 + 2e-9)}, n=10)
+    small = rl.Plan([rl.Statistic("x", 0.0, 1.0)], epsilon=1.0)
+    small.release(sums={"x": 10 + 5e-9}, n=10)  # 1e-9 of max(1, |bound|) = 1e-8 here
+    with pytest.raises(ValueError, match=r"outside the declared bounds"):
+        small.release(sums={"x": 10 + 2e-8}, n=10)
+    k = rl.Statistic("k", 0, 1, integer=True)
+    assert rl.Plan([k], epsilon=2.0**-52).mechanisms["k"].scale == 2.0**52
+    with pytest.raises(ValueError, match=r"\(scale <= 2\*\*52\)"):
+        rl.Plan([k], epsilon=2.0**-52 * (1 - 1e-9))
+
+
+def test_a_release_with_a_public_count_round_trips_through_its_file():
+    plan = rl.Plan(
+        [rl.Statistic("s", [-2.0], [2.0]), rl.Count("n")], neighbouring="replace-one", rho=0.5
+    )
+    rel = plan.release(sums={"s": [1.0]}, n=30)
+    loaded = rl.Release.from_json(rel.to_json())
+    assert loaded["n"].mechanism is None and loaded["n"].value == 30
+
+
 def test_integer_records_may_reach_exactly_2_to_the_62():
     """The bound of the integer samplers' exact range is inclusive: n * max|bound| = 2**62."""
     plan = rl.Plan([rl.Statistic("k", 0, 2**40, integer=True)], epsilon=1.0)
@@ -268,6 +303,17 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         (  # the guarantee its mechanisms compose to, but above the stated budget
             lambda d: d["budget"].update(epsilon=0.6),
             r"states guarantee \{'epsilon': 1.0\} and budget \{'epsilon': 0.6\}",
+        ),
+        (
+            lambda d: d["values"]["s"]["mechanism"].update(sensitivity=8.5),
+            r"`text`: value 's' is calibrated to sensitivity 8.5 but its bounds give 9.0",
+        ),
+        (lambda d: d.update(budget={}), r"has budget \{\} and guarantee .*expected one measure"),
+        (lambda d: d["budget"].update(rho=0.5), r"expected one measure"),
+        (lambda d: d["guarantee"].update(rho=0.5), r"expected one measure"),
+        (  # a Gaussian said to be an L1 mechanism
+            lambda d: d["values"]["s"]["mechanism"].update(family="Gaussian"),
+            r"value 's' has mechanism family 'Gaussian' \(norm 'l1'\); a epsilon budget uses l1",
         ),
         (
             lambda d: d["values"]["s"]["mechanism"].update(family="Staircase"),
@@ -694,6 +740,24 @@ S = rl.Statistic("s", -1, 1)
             lambda: rl.Plan([rl.Count()], epsilon=1.0).release({}),
             ValueError,
             r"`records` must have the rows.*use `sums=\{\}, n=`",
+        ),
+        (lambda: rl.Plan(["s"], epsilon=1.0), TypeError, r"`statistics` must be a list of"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release({"s": 0.5}),  # one value, not rows
+            ValueError,
+            r"`records\['s'\]` has shape \(\); expected \(n, \*\(\)\)",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Statistic("t", 0, 1)], epsilon=1.0).release(
+                {"s": [0.1], "t": [0.3, 0.4]}
+            ),
+            ValueError,
+            r"`records\['t'\]` has 2 rows, others 1",
+        ),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 0.0}, n=-1),
+            ValueError,
+            r"`n` \(the number of records\) must be an integer >= 0",
         ),
         (lambda: rl.approx_dp(0.5, 1.5), ValueError, r"approx_dp: `delta` must be < 1"),
         (lambda: rl.approx_dp(-0.5, 1e-6), ValueError, r"approx_dp: `rho` must be finite and > 0"),
