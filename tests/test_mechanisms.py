@@ -199,6 +199,9 @@ def test_discrete_release_keeps_exact_large_integers():
     """int64 inputs are used exactly (no float rounding on the way): 2**62 + 1 stays odd."""
     released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 2**62 + 2]))
     assert released.tolist() == [2**62 + 1, 2**62 + 2]
+    # Python ints in an object array (NumPy's array of big integers) are taken exactly too
+    released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 3], dtype=object))
+    assert released.tolist() == [2**62 + 1, 3]
 
 
 # --------------------------------------------------------------------------------------------------
