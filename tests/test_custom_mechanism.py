@@ -239,6 +239,20 @@ def test_bad_input_names_the_argument(build, error, argument):
         build()
 
 
+def test_the_checks_of_a_custom_density_say_what_went_wrong_and_where():
+    """A ``logp`` that fails on a vector: the first line of its error (PyTensor's error goes on
+    with pages of hints). A ``numba_logp`` off at one point only (by 0.5): that point."""
+    with pytest.raises(ValueError, match=r"it raised 'shapes \(3,3\) and \(10,\) not aligned"):
+        truncated(logp=lambda e: e @ pt.ones((3, 3)))
+
+    @nb.njit
+    def off_at_2_5(e):
+        return truncated_numba(e) + (0.5 if e == 2.5 else 0.0)
+
+    with pytest.raises(ValueError, match=r"differ at noise 2.5: -2.05064 vs -2.55064;"):
+        truncated(numba_logp=off_at_2_5)
+
+
 # --------------------------------------------------------------------------------------------------
 # exact posteriors through pmdp.sample
 # --------------------------------------------------------------------------------------------------
