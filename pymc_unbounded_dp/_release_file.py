@@ -421,6 +421,20 @@ def _parse(text: str, where: str) -> Release:
     return release
 
 
+def _released_value(value, integer: bool) -> np.ndarray | None:
+    """A file's released value as an array: finite numbers (not strings or booleans), and for an
+    integer statistic integer-valued (``1.5`` is refused, never truncated); ``None`` if not."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged lists
+        return None
+    if array.dtype.kind not in "iuf" or not np.all(np.isfinite(array)):
+        return None
+    if integer:
+        return array.astype(np.int64) if np.all(array == np.round(array)) else None
+    return array.astype(float)
+
+
 def _entry_from(name: str, spec: dict, neighbouring: str, measure: str, where: str) -> Released:
     try:
         stat = Statistic(
@@ -461,13 +475,12 @@ def _entry_from(name: str, spec: dict, neighbouring: str, measure: str, where: s
                 f"{where}: value {name!r} is calibrated to sensitivity "
                 f"{mechanism.sensitivity} but its bounds give {sensitivity} under {neighbouring}."
             )
-    try:
-        value = np.asarray(spec["value"], dtype=np.int64 if stat.integer else float)
-    except (TypeError, ValueError):
+    value = _released_value(spec["value"], stat.integer)
+    if value is None:
         raise ValueError(
-            f"{where}: value {name!r} is not {'an integer' if stat.integer else 'a number'} "
+            f"{where}: value {name!r} is not {'an integer' if stat.integer else 'a finite number'} "
             f"array: {spec['value']!r}."
-        ) from None
+        )
     if value.shape != stat.shape:
         raise ValueError(
             f"{where}: value {name!r} has shape {value.shape}, its bounds {stat.shape}."

@@ -247,7 +247,7 @@ class Guarantee:
             return min(math.sqrt(self.rho / 2.0), math.sqrt(-math.expm1(-self.rho)))  # <= 1
         if self.measure == GAUSSIAN_DP:
             return math.erf(self.mu / (2.0 * math.sqrt(2.0)))  # 2 Phi(mu / 2) - 1
-        delta = math.tanh(self.epsilon / 2.0) if math.isfinite(self.epsilon) else 1.0
+        delta = math.tanh(self.epsilon / 2.0)  # 1 at epsilon = inf
         if self.measure == APPROXIMATE:  # + 2 delta' / (e^eps + 1)
             delta += 2.0 * self.delta * float(special.expit(-self.epsilon))
         return min(1.0, delta)

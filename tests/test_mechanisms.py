@@ -195,10 +195,20 @@ def test_release_refuses_non_numeric_values(value):
             mechanism.release(value)
 
 
+def test_a_discrete_release_beyond_int64_names_the_first_value_outside(monkeypatch):
+    noise = iter([5, 7])
+    monkeypatch.setattr(pmdp.DiscreteLaplace, "_exact_draw", lambda self, scale: next(noise))
+    with pytest.raises(ValueError, match=rf"`value` plus its noise is {2**63 + 2}, outside"):
+        pmdp.DiscreteLaplace(epsilon=1).release(np.array([2**63 - 3, 2**63 - 4]))
+
+
 def test_discrete_release_keeps_exact_large_integers():
     """int64 inputs are used exactly (no float rounding on the way): 2**62 + 1 stays odd."""
     released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 2**62 + 2]))
     assert released.tolist() == [2**62 + 1, 2**62 + 2]
+    # and Python floats in an object array by a continuous mechanism
+    released = pmdp.Laplace(scale=1e-9).release(np.array([1.5, 2], dtype=object))
+    np.testing.assert_allclose(released, [1.5, 2.0], atol=1e-6)
     # Python ints in an object array (NumPy's array of big integers) are taken exactly too
     released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 3], dtype=object))
     assert released.tolist() == [2**62 + 1, 3]

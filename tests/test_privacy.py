@@ -1,6 +1,7 @@
 """privacy.py: Guarantee values, their composition and conversion (hand numbers and OpenDP), and the
 privacy accounting each mechanism carries (privacy map, calibration), built-in and user-defined."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -44,6 +45,13 @@ def test_a_guarantee_is_named_by_its_parameters():
     assert repr(Guarantee(rho=0.5)) == "Guarantee(rho=0.5)"
     assert f"{Guarantee(epsilon=1 / 3, delta=1e-6):.3g}" == "epsilon=0.333, delta=1e-06"
     assert Guarantee.from_dict({"epsilon": 2, "delta": 0}) == Guarantee(epsilon=2.0)
+    for bad in ({"epsilon": -1.0}, {"rho": math.nan}, {"epsilon": 1.0, "delta": 1.5}):
+        with pytest.raises(ValueError, match=r"`guarantee`: '\w+' must be >= 0 \(delta <= 1\)"):
+            Guarantee.from_dict(bad)
+    # a value: immutable and hashable, equal guarantees hash equal
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Guarantee(rho=0.5).rho = 1.0
+    assert len({Guarantee(epsilon=1), Guarantee(epsilon=1.0), Guarantee(rho=1.0)}) == 2
 
 
 @pytest.mark.parametrize(

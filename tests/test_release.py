@@ -162,6 +162,9 @@ def test_rows_sums_and_scales_at_the_edges_of_what_is_accepted():
     bounds, but not more; an integer scale of exactly 2**52, but not more."""
     plan = rl.Plan([rl.Statistic("k", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
     assert plan.release({"k": np.array([0.0, 1.0, 1.0])})["n"].mechanism is not None
+    vector = rl.Plan([rl.Statistic("k", np.zeros(3, dtype=int), 2, integer=True)], epsilon=1e9)
+    rel = vector.release({"k": np.array([[0, 1, 2], [2, 2, 5]])})  # clamped to 2: (2, 3, 4)
+    assert np.asarray(rel["k"].value).tolist() == [2, 3, 4]
     plan = rl.Plan([rl.Statistic("s", 0.0, 1.0), rl.Statistic("v", np.zeros(3), 1.0)], epsilon=1e9)
     rel = plan.release({"s": np.full(4, 0.5), "v": np.full((4, 3), 0.25)})
     np.testing.assert_allclose(rel["s"].value, 2.0, atol=1e-6)
@@ -276,6 +279,12 @@ def test_a_release_file_round_trips_exactly(tmp_path):
             r"`text`: value 's' is integer=False but its mechanism DiscreteLaplace is for the "
             r"integers",
         ),
+        (lambda d: d["values"]["s"].update(value="abc"), r"value 's' is not a finite number array"),
+        (lambda d: d["values"]["s"].update(value=["1"] * 9), r"value 's' is not a finite number"),
+        (lambda d: d["values"]["s"].update(value=[True] * 9), r"value 's' is not a finite number"),
+        (lambda d: d["values"]["s"].update(value=[0.0] * 8 + [math.nan]), r"not a finite number"),
+        (lambda d: d["values"]["s"].update(value=[[0.0], [1.0, 2.0]]), r"not a finite number"),
+        (lambda d: d["values"]["n"].update(value=1.5), r"value 'n' is not an integer array: 1.5"),
         (
             lambda d: d["values"]["s"].update(value=[0.0] * 10),
             r"`text`: value 's' has shape \(10,\), its bounds \(9,\)",
@@ -655,6 +664,7 @@ S = rl.Statistic("s", -1, 1)
         (lambda: rl.Statistic("s", 0, np.nan), ValueError, r"`upper` must be finite"),
         (lambda: rl.Statistic("s", 0, "a"), TypeError, r"`upper` must be numeric"),
         (lambda: rl.Statistic("s", 0, 1.5, integer=True), ValueError, r"`upper` must be integers"),
+        (lambda: rl.Statistic("s", 0, 2.5, integer=True), ValueError, r"`upper` must be integers"),
         (
             lambda: rl.Statistic("s", [0, 0], [1, 1, 1]),
             ValueError,
