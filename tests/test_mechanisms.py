@@ -179,6 +179,9 @@ def test_discrete_release_never_wraps_around():
     assert set(outcomes) == {"refused", "released"}
     low = pmdp.DiscreteLaplace(epsilon=1).release(np.array([-(2**63) + 100]))
     assert -(2**63) <= int(low[0]) < -(2**63) + 200
+    # the ends of int64 themselves are inside (noise of scale 1e-3 is 0 but with prob. 2e-434)
+    ends = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([-(2**63), 2**63 - 1]))
+    assert ends.tolist() == [-(2**63), 2**63 - 1]
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, [1.0, -np.inf]])
@@ -321,8 +324,9 @@ def test_simulate_takes_size_and_rng_or_random_seed_by_keyword(mechanism):
     np.testing.assert_array_equal(
         mechanism.simulate(size=(2, 3), rng=np.random.default_rng(5)), expected
     )
-    with pytest.warns(FutureWarning, match=r"write simulate\(\(2, 3\), rng=5\)"):
+    with pytest.warns(FutureWarning, match=r"write simulate\(\(2, 3\), rng=5\)") as caught:
         np.testing.assert_array_equal(mechanism.simulate((2, 3), 5), expected)
+    assert caught[0].filename == __file__  # the warning points at the caller's line
     with pytest.raises(TypeError, match="`rng` or `random_seed`"):
         mechanism.simulate(3, rng=1, random_seed=1)
     assert np.ndim(mechanism.simulate(rng=1)) == 0

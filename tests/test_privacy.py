@@ -48,6 +48,7 @@ def test_a_guarantee_is_named_by_its_parameters():
     for bad in ({"epsilon": -1.0}, {"rho": math.nan}, {"epsilon": 1.0, "delta": 1.5}):
         with pytest.raises(ValueError, match=r"`guarantee`: '\w+' must be >= 0 \(delta <= 1\)"):
             Guarantee.from_dict(bad)
+    assert Guarantee.from_dict({"epsilon": 1.0, "delta": 1.0}).delta == 1.0  # no guarantee, valid
     # a value: immutable and hashable, equal guarantees hash equal
     with pytest.raises(dataclasses.FrozenInstanceError):
         Guarantee(rho=0.5).rho = 1.0
@@ -137,6 +138,11 @@ def test_zcdp_to_approximate_dp_is_opendps_and_within_the_known_bounds(dp, rho, 
     )
     assert gaussian_delta <= delta
     assert converted.epsilon < rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def test_no_privacy_loss_converts_to_epsilon_zero():
+    assert Guarantee(rho=0.0).to_approx(1e-6) == Guarantee(epsilon=0.0)
+    assert Guarantee(mu=0.0).to_approx(1e-6) == Guarantee(epsilon=0.0)
 
 
 def test_to_approx_keeps_pure_and_approximate_guarantees():
@@ -247,6 +253,18 @@ def test_the_budget_for_a_release_follows_the_measure_and_the_domain():
     assert for_budget("rho", integer=True) is pmdp.DiscreteGaussian
     with pytest.raises(ValueError, match="'epsilon' or 'rho'"):
         for_budget("delta", integer=False)
+
+
+def test_the_budget_for_a_large_mean_absolute_error_uses_the_continuous_limit():
+    """Beyond an error of 500 the discrete Gaussian's ``E|e|`` is ``sigma sqrt(2 / pi)`` to far
+    below 1e-6 (relative): the budget's sigma is ``mean_abs sqrt(pi / 2)``, rho from it."""
+    mechanism = pmdp.DiscreteGaussian(sigma=1.0, sensitivity=3)
+    rho = mechanism.budget_for_mean_abs(1000.0).rho
+    sigma = 3 / math.sqrt(2 * rho)
+    assert sigma == pytest.approx(1000.0 * math.sqrt(math.pi / 2), rel=1e-12)
+    k = np.arange(-int(12 * sigma), int(12 * sigma) + 1, dtype=float)
+    weights = np.exp(-(k**2) / (2 * sigma**2))
+    assert float(np.abs(k) @ weights / weights.sum()) == pytest.approx(1000.0, rel=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The curator's release workflow: sensitivity from bounds, budget split, release files, OpenDP."""
 
+import dataclasses
 import json
 import math
 
@@ -121,6 +122,16 @@ def test_records_are_clamped_and_summed(sampler):
     np.testing.assert_allclose(rel["s"].value, [0.25, 1.5], atol=1e-6)  # noise scale ~ 4e-9
     assert rel["n"].value == 3 and isinstance(rel["n"].value, int)
     assert rel["s"].sampler.startswith("opendp" if sampler == "opendp" else "pymc_unbounded_dp")
+
+
+def test_the_default_sampler_is_opendps_and_says_so():
+    rel = rl.Plan([rl.Statistic("s", 0.0, 1.0)], epsilon=1.0).release(sums={"s": 0.5}, n=3)
+    assert rel["s"].sampler.startswith("opendp ")
+
+
+def test_a_statistic_is_an_immutable_value():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rl.Statistic("s", 0.0, 1.0).name = "t"
 
 
 @pytest.mark.parametrize("sampler", ["opendp", "pmdp"])
@@ -312,6 +323,11 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         (  # the guarantee its mechanisms compose to, but above the stated budget
             lambda d: d["budget"].update(epsilon=0.6),
             r"states guarantee \{'epsilon': 1.0\} and budget \{'epsilon': 0.6\}",
+        ),
+        (  # a stated guarantee below what the mechanisms compose to (still within the budget)
+            lambda d: d["guarantee"].update(epsilon=0.5),
+            r"states guarantee \{'epsilon': 0.5\} and budget \{'epsilon': 1.0\}, but its "
+            r"mechanisms compose to epsilon=1.0",
         ),
         (
             lambda d: d["values"]["s"]["mechanism"].update(sensitivity=8.5),
@@ -763,6 +779,25 @@ S = rl.Statistic("s", -1, 1)
             ),
             ValueError,
             r"`records\['t'\]` has 2 rows, others 1",
+        ),
+        (
+            lambda: rl.Plan([rl.Statistic("v", np.zeros(3), 1.0), S], epsilon=1.0).release(
+                {"v": np.zeros((4, 3)), "s": np.zeros(2)}
+            ),
+            ValueError,
+            r"`records\['s'\]` has 2 rows, others 4",
+        ),
+        (
+            lambda: rl.Plan([S, rl.Statistic("v", np.zeros(3), 1.0)], epsilon=1.0).release(
+                {"s": np.zeros(2), "v": np.zeros((4, 3))}
+            ),
+            ValueError,
+            r"`records\['v'\]` has 4 rows, others 2",
+        ),
+        (
+            lambda: rl.Release({}, "add/remove", "epsilon", 1.0),
+            TypeError,
+            r"positional argument",
         ),
         (
             lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 0.0}, n=-1),
