@@ -54,6 +54,11 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
     keys = [fit.key for fit in study.fits()]
     assert len(keys) == len(set(keys)) == 3 * 2 * (1 + 6)
     assert keys[:2] == ["regression_r000_es1_bounded", "regression_r000_es1_unbounded_en0.0001"]
+    # a fit is a value: hashable, equal to its copy, immutable
+    fits = study.fits()
+    assert len(set(fits)) == len(fits) and dataclasses.replace(fits[0]) == fits[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fits[0].replicate = 5
     table2 = MLEStudy(replicates=2)
     assert [f.variant for f in table2.fits()].count("bounded") == 2 and len(table2.fits()) == 10
 
