@@ -401,6 +401,14 @@ def test_simulator_at_a_sensitivity_other_than_one(mechanism, family, scale, gua
 
 
 @pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
+def test_one_draw_at_a_time_follows_the_law(mechanism, family, scale, guarantee):
+    """``simulate()`` without a size, 3,000 seeds: each draw is the first of its own stream (a
+    batched sampler that returned a stale first element would fail)."""
+    draws = np.array([mechanism.simulate(rng=seed) for seed in range(3_000)])
+    assert_draws_follow(draws, Law(family, scale), repr(mechanism))
+
+
+@pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)
 def test_exact_release_at_a_sensitivity_other_than_one(mechanism, family, scale, guarantee):
     """4,000 draws of the exact (secure, unseedable) sampler: each check fails a correct sampler
     with probability about 1e-4."""

@@ -278,6 +278,13 @@ def test_the_budget_for_a_mean_absolute_error_gives_that_error(mechanism):
     weakest = family(**mechanism.budget_for_mean_abs(target).as_dict())
     k = np.arange(-600, 601)
     assert float(np.abs(k) @ np.exp(weakest.logpdf(k))) == pytest.approx(target, rel=1e-6)
+    # a tiny error (the search's bracket must still hold it) and, without a sensitivity, the
+    # budget per unit of sensitivity
+    tiny = family(**mechanism.budget_for_mean_abs(0.01).as_dict())
+    assert float(np.abs(k) @ np.exp(tiny.logpdf(k))) == pytest.approx(0.01, rel=1e-6)
+    unit = family(**{family.scale_name: mechanism.scale}, sensitivity=1)
+    free = family(**{family.scale_name: mechanism.scale}, sensitivity=0)
+    assert free.budget_for_mean_abs(target) == unit.budget_for_mean_abs(target)
 
 
 # -- user-defined mechanisms ----------------------------------------------------------------------

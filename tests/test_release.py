@@ -190,6 +190,8 @@ def test_rows_sums_and_scales_at_the_edges_of_what_is_accepted():
     small.release(sums={"x": 10 + 5e-9}, n=10)  # 1e-9 of max(1, |bound|) = 1e-8 here
     with pytest.raises(ValueError, match=r"outside the declared bounds"):
         small.release(sums={"x": 10 + 2e-8}, n=10)
+    huge = rl.Plan([rl.Statistic("x", -1e15, 1e15)], epsilon=1.0)  # noise scale 1e15
+    huge.release(sums={"x": 1e15 * 2**40}, n=2**41)  # 2**40 scales from 0: still exact
     k = rl.Statistic("k", 0, 1, integer=True)
     assert rl.Plan([k], epsilon=2.0**-52).mechanisms["k"].scale == 2.0**52
     with pytest.raises(ValueError, match=r"\(scale <= 2\*\*52\)"):
@@ -203,6 +205,18 @@ def test_a_release_with_a_public_count_round_trips_through_its_file():
     rel = plan.release(sums={"s": [1.0]}, n=30)
     loaded = rl.Release.from_json(rel.to_json())
     assert loaded["n"].mechanism is None and loaded["n"].value == 30
+    # a file of public values only (written by hand: a Plan refuses it) spends nothing
+    document = json.loads(rel.to_json())
+    del document["values"]["s"]
+    document["guarantee"] = {"rho": 0.0}
+    assert rl.Release.from_json(json.dumps(document)).guarantee == {"rho": 0.0}
+    # a rho release names the norm of each family: Laplace is not an L2 mechanism, nor a
+    # Gaussian an L1 one
+    for family, norm in (("Laplace", "l2"), ("Gaussian", "l1")):
+        document = json.loads(rel.to_json())
+        document["values"]["s"]["mechanism"].update(family=family, norm=norm)
+        with pytest.raises(ValueError, match=rf"value 's' has mechanism family '{family}'"):
+            rl.Release.from_json(json.dumps(document))
 
 
 def test_integer_records_may_reach_exactly_2_to_the_62():
@@ -805,6 +819,7 @@ S = rl.Statistic("s", -1, 1)
             r"`n` \(the number of records\) must be an integer >= 0",
         ),
         (lambda: rl.approx_dp(0.5, 1.5), ValueError, r"approx_dp: `delta` must be < 1"),
+        (lambda: rl.approx_dp(0.5, 1.0), ValueError, r"approx_dp: `delta` must be < 1"),
         (lambda: rl.approx_dp(-0.5, 1e-6), ValueError, r"approx_dp: `rho` must be finite and > 0"),
         (lambda: rl.to_opendp("laplace"), TypeError, r"to_opendp: `mechanism` must be"),
         (
