@@ -112,6 +112,11 @@ def test_continuous_release_is_on_a_fine_grid_near_the_value():
         pmdp.DiscreteLaplace(epsilon=1).release([1.5])
 
 
+def test_a_mechanism_is_equal_however_it_was_built():
+    assert pmdp.Laplace(epsilon=0.5, sensitivity=2) == pmdp.Laplace(scale=4.0, sensitivity=2)
+    assert pmdp.Gaussian(rho=0.5) == pmdp.Gaussian(sigma=1.0)
+
+
 def test_guarantees_are_computed_from_scale_and_sensitivity():
     assert pmdp.Laplace(epsilon=0.5, sensitivity=9).scale == 18.0
     assert pmdp.Laplace(scale=18.0, sensitivity=9).epsilon == 0.5
@@ -329,6 +334,9 @@ def test_simulate_takes_size_and_rng_or_random_seed_by_keyword(mechanism):
     assert caught[0].filename == __file__  # the warning points at the caller's line
     with pytest.raises(TypeError, match="`rng` or `random_seed`"):
         mechanism.simulate(3, rng=1, random_seed=1)
+    for extra in ({"rng": 1}, {"random_seed": 1}):  # a positional seed and a keyword one
+        with pytest.raises(TypeError, match=r"takes `size` and then keywords only"):
+            mechanism.simulate(3, 5, **extra)
     assert np.ndim(mechanism.simulate(rng=1)) == 0
 
 

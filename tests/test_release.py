@@ -85,6 +85,8 @@ def test_integer_statistics_get_discrete_mechanisms_and_l2_needs_an_integer_sens
     assert plan.mechanisms["k"] == pmdp.DiscreteGaussian(sigma=2.0, sensitivity=4)
     with pytest.raises(ValueError, match=r"`statistics`.*L2 sensitivity 1.41421"):
         rl.Plan([rl.Statistic("k", [0, 0], [1, 1], integer=True)], rho=1.0)
+    with pytest.raises(ValueError, match=r"`statistics`.*L2 sensitivity 1.73205"):
+        rl.Plan([rl.Statistic("k", [0, 0, 0], [1, 1, 1], integer=True)], rho=1.0)
 
 
 @pytest.mark.parametrize(
@@ -129,9 +131,12 @@ def test_the_default_sampler_is_opendps_and_says_so():
     assert rel["s"].sampler.startswith("opendp ")
 
 
-def test_a_statistic_is_an_immutable_value():
+def test_a_statistic_and_a_released_value_are_immutable():
     with pytest.raises(dataclasses.FrozenInstanceError):
         rl.Statistic("s", 0.0, 1.0).name = "t"
+    rel = rl.Plan([rl.Statistic("s", 0.0, 1.0)], epsilon=1.0).release(sums={"s": 0.5}, n=3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rel["s"].value = 0.5
 
 
 @pytest.mark.parametrize("sampler", ["opendp", "pmdp"])
@@ -186,6 +191,9 @@ def test_rows_sums_and_scales_at_the_edges_of_what_is_accepted():
     big.release(sums={"x": 1e7 * (1 + 5e-10)}, n=10)  # within 1e-9 of the bound 1e7
     with pytest.raises(ValueError, match=r"outside the declared bounds"):
         big.release(sums={"x": 1e7 * (1 + 2e-9)}, n=10)
+    counts = rl.Plan([rl.Statistic("k", 0, 1, integer=True)], epsilon=1.0)
+    with pytest.raises(ValueError, match=r"outside the declared bounds"):  # no slack for integers
+        counts.release(sums={"k": 11}, n=10)
     small = rl.Plan([rl.Statistic("x", 0.0, 1.0)], epsilon=1.0)
     small.release(sums={"x": 10 + 5e-9}, n=10)  # 1e-9 of max(1, |bound|) = 1e-8 here
     with pytest.raises(ValueError, match=r"outside the declared bounds"):
@@ -782,6 +790,29 @@ S = rl.Statistic("s", -1, 1)
             r"`records` must have the rows.*use `sums=\{\}, n=`",
         ),
         (lambda: rl.Plan(["s"], epsilon=1.0), TypeError, r"`statistics` must be a list of"),
+        # keywords only after the first argument
+        (lambda: rl.Plan([S], "add/remove", 1.0), TypeError, r"positional argument"),
+        (
+            lambda: rl.Plan([S], epsilon=1.0).release(None, {"s": 0.5}, 3),
+            TypeError,
+            r"positional argument",
+        ),
+        (
+            lambda: (
+                rl.Plan([S, rl.Count("n")], epsilon=1.0)
+                .release(sums={"s": 0.5}, n=3)
+                .sample_size("n", None)
+            ),
+            TypeError,
+            r"positional argument",
+        ),
+        (
+            lambda: rl.Plan([rl.Statistic("k", 0, 2, integer=True)], epsilon=1.0).release(
+                {"k": [1.5, 1.0]}
+            ),
+            ValueError,
+            r"`records\['k'\]` must be integer-valued",
+        ),
         (
             lambda: rl.Plan([S], epsilon=1.0).release({"s": 0.5}),  # one value, not rows
             ValueError,
