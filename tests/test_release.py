@@ -844,6 +844,11 @@ S = rl.Statistic("s", -1, 1)
             TypeError,
             r"positional argument",
         ),
+        (  # a count beyond the exact range is named by the argument it came from
+            lambda: rl.Plan([S, rl.Count("n")], epsilon=1.0).release(sums={"s": 0.0}, n=2**62 + 1),
+            ValueError,
+            r"Plan.release: `n` \(value 'n'\) is outside the exact range",
+        ),
         (
             lambda: rl.Plan([S], epsilon=1.0).release(sums={"s": 0.0}, n=-1),
             ValueError,
