@@ -112,6 +112,14 @@ def test_continuous_release_is_on_a_fine_grid_near_the_value():
         pmdp.DiscreteLaplace(epsilon=1).release([1.5])
 
 
+def test_a_continuous_mechanism_takes_a_real_sensitivity():
+    """Only mechanisms on the integers need an integer sensitivity."""
+    assert pmdp.Laplace(epsilon=1.0, sensitivity=2.5).scale == 2.5
+    assert pmdp.Gaussian(rho=0.5, sensitivity=2.5).sigma == pytest.approx(2.5)
+    with pytest.raises(ValueError, match="`sensitivity` must be an integer"):
+        pmdp.DiscreteLaplace(epsilon=1.0, sensitivity=2.5)
+
+
 def test_a_mechanism_is_equal_however_it_was_built():
     assert pmdp.Laplace(epsilon=0.5, sensitivity=2) == pmdp.Laplace(scale=4.0, sensitivity=2)
     assert pmdp.Gaussian(rho=0.5) == pmdp.Gaussian(sigma=1.0)
