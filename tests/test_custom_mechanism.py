@@ -256,6 +256,27 @@ def test_the_checks_of_a_custom_density_say_what_went_wrong_and_where():
     with pytest.raises(ValueError, match=r"differ at noise 2.5: -2.05064 vs -2.55064;"):
         truncated(numba_logp=off_at_2_5)
 
+    @nb.njit
+    def off_at_two_points(e):  # the larger error (2.0) at 0.25: that is the point named
+        return truncated_numba(e) + (0.5 if e == 2.5 else 2.0 if e == 0.25 else 0.0)
+
+    with pytest.raises(ValueError, match=r"differ at noise 0.25: "):
+        truncated(numba_logp=off_at_two_points)
+
+
+def test_a_custom_mechanism_on_the_reals_takes_real_values_and_sensitivities():
+    mechanism = truncated(sensitivity=2.5, release=lambda value: value + 0.5)
+    assert mechanism.sensitivity == 2.5
+    np.testing.assert_array_equal(mechanism.release([1.25, -3.0]), [1.75, -2.5])
+    with pytest.raises(ValueError, match="`sensitivity` must be an integer"):
+        truncated(domain="integers", sensitivity=2.5)
+    # the log-density of an expression of other variables (the model's noise: s_dp - T(x))
+    x = pt.dvector("x")
+    np.testing.assert_allclose(
+        mechanism.logp(x - 1.0).eval({x: [1.5, 3.0]}),
+        truncated_logp(pt.as_tensor([0.5, 2.0])).eval(),
+    )
+
 
 # --------------------------------------------------------------------------------------------------
 # exact posteriors through pmdp.sample
