@@ -333,6 +333,15 @@ def test_the_default_tail_width_bounds_both_tails_of_an_asymmetric_density():
     skewed = pmdp.CustomMechanism(logp=logp, simulate=simulate, privacy={"epsilon": 1.0})
     assert skewed.tail_width(3.0) == 16.0
     assert skewed.tail_width(0.5) == 4.0  # left 2, right 0.5: the doubling 1, 2, 4
+    # noise that falls by 1 nat only at 2**62 has no tail width the sums over n can use
+    scale = 2.0**62
+    wide = pmdp.CustomMechanism(
+        logp=lambda e: -pt.abs(e) / scale - math.log(2 * scale),
+        simulate=lambda size, rng: rng.laplace(0.0, scale, size),
+        privacy={"epsilon": 1.0},
+    )
+    with pytest.raises(ValueError, match=r"does not fall 1 below its value at 0 within 2\*\*62"):
+        wide.tail_width(1.0)
 
 
 def test_a_subclass_of_mechanism_without_the_methods_gets_the_defaults():
