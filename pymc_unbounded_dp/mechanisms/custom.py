@@ -266,15 +266,16 @@ class CustomMechanism(Mechanism):
 
     def _check_elementwise(self, owner: str) -> None:
         """``logp`` on a vector equals ``logp`` on each of its values alone."""
+        function = self._logpdf_function  # compiled outside the check: its errors are not ours
         try:
-            whole = self._logpdf_function(_CHECK_POINTS)
+            whole = function(_CHECK_POINTS)
         except Exception as error:  # noqa: BLE001 - any failure: not elementwise
             raise ValueError(
                 f"{owner}: `logp` must act elementwise on the noise; on {_CHECK_POINTS.size} "
                 f"values it raised {str(error).splitlines()[0]!r}."
             ) from None
         alone = np.concatenate(
-            [self._logpdf_function(_CHECK_POINTS[i : i + 1]) for i in range(_CHECK_POINTS.size)]
+            [function(_CHECK_POINTS[i : i + 1]) for i in range(_CHECK_POINTS.size)]
         )
         if not np.allclose(whole, alone, rtol=1e-12, atol=0.0, equal_nan=True):
             raise ValueError(
