@@ -9,7 +9,9 @@ server). A diff that no longer applies (its lines changed) is reported as such, 
     python tools/mutation/retest.py SESSION CONFIG [--jit]
 
 ``--jit`` keeps numba's JIT on (configs that say they need it). Prints one line per survivor:
-``killed``, ``SURVIVED`` or ``does not apply``, with the mutant's place, and a count at the end.
+``killed``, ``SURVIVED``, ``does not apply`` or ``error`` (pytest could not run the tests, or
+PyTensor's compile lock was held elsewhere: re-test those), with the mutant's place, and a count
+at the end.
 """
 
 import argparse
@@ -72,21 +74,29 @@ def main() -> None:
     if not args.jit:
         environment["NUMBA_DISABLE_JIT"] = "1"
     arguments = pytest_arguments(args.config)
-    counts = {"killed": 0, "SURVIVED": 0, "does not apply": 0}
+    counts = {"killed": 0, "SURVIVED": 0, "does not apply": 0, "error": 0}
     with tempfile.TemporaryDirectory(prefix="pmdp-retest-") as scratch:
         folder = Path(scratch)
         fresh_copy(folder)
 
-        def passes() -> bool:
+        def outcome_of_tests() -> str:
+            """``passed``, ``failed`` (pytest's code 1), or ``error``: anything else, and a
+            failure that is PyTensor's compile-cache lock (another process holds it), never a
+            kill."""
             run = subprocess.run(
                 [sys.executable, "-m", "pytest", *arguments],
                 cwd=folder,
                 env={**environment, "PYTHONPATH": str(folder)},
                 capture_output=True,
+                text=True,
             )
-            return run.returncode == 0
+            if run.returncode == 0:
+                return "passed"
+            if run.returncode == 1 and "could not be acquired" not in run.stdout:
+                return "failed"
+            return "error"
 
-        if not passes():
+        if outcome_of_tests() != "passed":
             sys.exit("retest.py: the tests do not pass on the unmutated copy; nothing re-tested")
         for place, diff in survivors(args.session):
             path = folder / place.split(":")[0]
@@ -101,7 +111,8 @@ def main() -> None:
             if patch.returncode != 0:
                 outcome = "does not apply"
             else:
-                outcome = "SURVIVED" if passes() else "killed"
+                tests = outcome_of_tests()
+                outcome = {"passed": "SURVIVED", "failed": "killed"}.get(tests, "error")
             path.write_text(original)
             for leftover in folder.rglob("*.rej"):
                 leftover.unlink()
