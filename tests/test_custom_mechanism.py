@@ -216,6 +216,9 @@ def _bad(**kwargs):
         (_bad(logp=lambda e: "not a tensor"), TypeError, "logp"),
         (_bad(simulate=None), TypeError, "simulate"),
         (_bad(simulate=lambda rng, size: np.zeros(2)), ValueError, "simulate"),
+        (_bad(simulate=lambda rng, size: np.zeros(size + 1)), ValueError, "simulate"),
+        # nearly elementwise: a mean over the vector moves each value a little
+        (_bad(logp=lambda e: -pt.abs(e) + 1e-3 * pt.mean(e)), ValueError, "logp"),
         (_bad(simulate=lambda rng, size: np.full(size, "a")), ValueError, "simulate"),
         (_bad(privacy=None), TypeError, "privacy"),
         (_bad(privacy={}), TypeError, "privacy"),
@@ -262,6 +265,45 @@ def test_the_checks_of_a_custom_density_say_what_went_wrong_and_where():
 
     with pytest.raises(ValueError, match=r"differ at noise 0.25: "):
         truncated(numba_logp=off_at_two_points)
+
+
+def test_a_custom_mechanism_on_the_integers_is_minus_infinity_off_the_lattice():
+    q = math.exp(-1.0 / B)
+    log_norm = math.log((1 - q) / (1 + q))
+
+    @nb.njit
+    def numba_logp(e):
+        return -abs(e) / B + log_norm if e == np.floor(e) else -np.inf
+
+    discrete = truncated(
+        logp=lambda e: -pt.abs(e) / B + log_norm,
+        simulate=lambda size, rng: rng.geometric(1 - q, size) - rng.geometric(1 - q, size),
+        domain="integers",
+        discrete=True,
+        numba_logp=numba_logp,
+    )
+    np.testing.assert_allclose(
+        discrete.logpdf([0.0, 1.0, -2.0, 0.5]),
+        [log_norm, log_norm - 1 / B, log_norm - 2 / B, -np.inf],
+    )
+
+
+def test_a_logp_with_scalar_constants_in_its_graph_is_accepted():
+    """``pt.mean`` divides by a ScalarConstant (not a TensorConstant): a constant all the same,
+    not an input the density depends on (it was refused as one)."""
+    log_z = pt.log(pt.mean(pt.as_tensor([2 * B * -math.expm1(-C / B)] * 3)))
+    mechanism = truncated(
+        logp=lambda e: pt.switch(pt.le(pt.abs(e), C), -pt.abs(e) / B - log_z, -np.inf)
+    )
+    np.testing.assert_allclose(mechanism.logpdf([0.0, 1.0]), [-LOG_Z, -LOG_Z - 1 / B])
+
+
+def test_a_numba_logp_that_agrees_to_rounding_is_accepted():
+    @nb.njit
+    def rounded(e):  # 1e-13 off: another order of operations
+        return truncated_numba(e) + 1e-13
+
+    assert truncated(numba_logp=rounded).sensitivity == 1.0
 
 
 def test_a_custom_mechanism_on_the_reals_takes_real_values_and_sensitivities():

@@ -15,6 +15,7 @@ import numba as nb
 import numpy as np
 import pytensor
 import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
 
 from pymc_unbounded_dp._graph import ancestors
 from pymc_unbounded_dp.kernels._noise import SHAPE_CUSTOM, ScalarLogDensity
@@ -223,7 +224,7 @@ class CustomMechanism(Mechanism):
         free = [
             v
             for v in ancestors([out])
-            if v.owner is None and v is not noise and not isinstance(v, pt.TensorConstant)
+            if v.owner is None and v is not noise and not isinstance(v, Constant)  # any constant
         ]
         if check and free:
             raise ValueError(
