@@ -408,6 +408,7 @@ def test_density_in_numpy_pytensor_and_the_kernels_at_a_sensitivity_other_than_o
     assert ratio == pytest.approx(np.sum(law.logpdf(trial) - expected), rel=1e-10)
     if law.discrete:
         assert mechanism.logpdf(0.5) == -np.inf
+        assert np.all(mechanism.logpdf([0.6, -0.4, 2.7, -1.2]) == -np.inf)
 
 
 @pytest.mark.parametrize("mechanism, family, scale, guarantee", NON_UNIT, ids=NON_UNIT_IDS)

@@ -241,9 +241,11 @@ def test_a_built_in_calibration_round_trips(mechanism):
         # the constructor calibrates the same way
         by_budget = family(**budget.as_dict(), sensitivity=sensitivity)
         assert by_budget.scale == scale and by_budget.from_budget
-    other = Guarantee(rho=0.5) if mechanism.norm == "l1" else Guarantee(epsilon=0.5)
-    with pytest.raises(ValueError, match="calibrate: `budget` must be"):
-        family.calibrate(other, 1.0)
+    others = [Guarantee(mu=1.0), Guarantee(epsilon=0.5, delta=1e-6)]
+    others += [Guarantee(rho=0.5)] if mechanism.norm == "l1" else [Guarantee(epsilon=0.5)]
+    for other in others:
+        with pytest.raises(ValueError, match="calibrate: `budget` must be"):
+            family.calibrate(other, 1.0)
 
 
 def test_the_budget_for_a_release_follows_the_measure_and_the_domain():

@@ -844,6 +844,13 @@ S = rl.Statistic("s", -1, 1)
             TypeError,
             r"positional argument",
         ),
+        (
+            lambda: rl.Plan([rl.Statistic("v", np.zeros(3), 1.0)], epsilon=1.0).release(
+                sums={"v": np.zeros(2)}, n=3
+            ),
+            ValueError,
+            r"`sums\['v'\]` has shape \(2,\); the statistic's is \(3,\)",
+        ),
         (  # a count beyond the exact range is named by the argument it came from
             lambda: rl.Plan([S, rl.Count("n")], epsilon=1.0).release(sums={"s": 0.0}, n=2**62 + 1),
             ValueError,
