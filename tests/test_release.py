@@ -620,6 +620,10 @@ def test_opendp_noise_follows_the_stated_distributions():
 S = rl.Statistic("s", -1, 1)
 
 
+def _sum_and_count() -> rl.Release:
+    return rl.Plan([S, rl.Count("n")], epsilon=1.0).release(sums={"s": 0.5}, n=3)
+
+
 @pytest.mark.parametrize(
     "call, error, message",
     [
@@ -798,11 +802,7 @@ S = rl.Statistic("s", -1, 1)
             r"positional argument",
         ),
         (
-            lambda: (
-                rl.Plan([S, rl.Count("n")], epsilon=1.0)
-                .release(sums={"s": 0.5}, n=3)
-                .sample_size("n", None)
-            ),
+            lambda: _sum_and_count().sample_size("n", None),
             TypeError,
             r"positional argument",
         ),
@@ -871,11 +871,7 @@ S = rl.Statistic("s", -1, 1)
             r"Release.sample_size: `name` 's' is a sum, not a count",
         ),
         (
-            lambda: (
-                rl.Plan([S, rl.Count("n")], epsilon=1.0)
-                .release(sums={"s": 0.1}, n=1)
-                .privatized_sum("n", None)
-            ),
+            lambda: _sum_and_count().privatized_sum("n", None),
             ValueError,
             r"Release.privatized_sum: `name` 'n' is a count, not a sum",
         ),
