@@ -300,6 +300,7 @@ def test_positional_arguments_beyond_the_old_ones_or_twice_are_refused():
         (lambda: pmdp.Gaussian(epsilon=1), "epsilon", "`rho=` or `sigma=`"),
         (lambda: pmdp.DiscreteGaussian(delta=1e-5, sigma=1), "delta", "`rho=` or `sigma=`"),
         (lambda: pmdp.Laplace(rho=0.5), "rho", "`epsilon=` or `scale=`"),
+        (lambda: pmdp.Laplace(epsilon=1.0, delta=1e-6), "delta", "calibrated in pure epsilon-DP"),
         (lambda: pmdp.Tulap(sigma=1.0), "sigma", "`epsilon=` or `scale=`"),
         (lambda: pmdp.DiscreteLaplace(epsilom=1), "epsilom", "`epsilon=`, `scale=`"),
     ],

@@ -335,6 +335,14 @@ def test_the_default_tail_width_bounds_both_tails_of_an_asymmetric_density():
     skewed = pmdp.CustomMechanism(logp=logp, simulate=simulate, privacy={"epsilon": 1.0})
     assert skewed.tail_width(3.0) == 16.0
     assert skewed.tail_width(0.5) == 4.0  # left 2, right 0.5: the doubling 1, 2, 4
+    # falling by 1 nat at 2**61 and 2 at 2**62: the widest width given is 2**62
+    half = 2.0**61
+    reaching = pmdp.CustomMechanism(
+        logp=lambda e: -pt.abs(e) / half - math.log(2 * half),
+        simulate=lambda size, rng: rng.laplace(0.0, half, size),
+        privacy={"epsilon": 1.0},
+    )
+    assert reaching.tail_width(1.0) == 2.0**62
     # noise that falls by 1 nat only at 2**62 has no tail width the sums over n can use
     scale = 2.0**62
     wide = pmdp.CustomMechanism(

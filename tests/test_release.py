@@ -232,6 +232,15 @@ def test_integer_records_may_reach_exactly_2_to_the_62():
     plan = rl.Plan([rl.Statistic("k", 0, 2**40, integer=True)], epsilon=1.0)
     rel = plan.release({"k": np.zeros(2**22, dtype=np.int8)})  # reach 2**22 * 2**40 = 2**62
     assert isinstance(rel["k"].value, int)
+    rel = plan.release(sums={"k": 2**62}, n=2**22)  # and a sum of 2**62 itself
+    assert isinstance(rel["k"].value, int)
+
+
+def test_a_public_value_before_a_noisy_one_leaves_the_noisy_one_its_mechanism():
+    plan = rl.Plan(
+        [rl.Count("n"), rl.Statistic("s", 0.0, 1.0)], neighbouring="replace-one", epsilon=1.0
+    )
+    assert plan.mechanisms["n"] is None and plan.mechanisms["s"] == pmdp.Laplace(epsilon=1.0)
 
 
 def test_integer_release_never_leaves_the_exact_range():
@@ -794,6 +803,7 @@ def _sum_and_count() -> rl.Release:
             r"`records` must have the rows.*use `sums=\{\}, n=`",
         ),
         (lambda: rl.Plan(["s"], epsilon=1.0), TypeError, r"`statistics` must be a list of"),
+        (lambda: rl.Plan({S}, epsilon=1.0), TypeError, r"`statistics` must be a list of"),
         # keywords only after the first argument
         (lambda: rl.Plan([S], "add/remove", 1.0), TypeError, r"positional argument"),
         (
