@@ -6,9 +6,10 @@ fresh copy of HEAD (``git archive``) plus the working tree's ``tests/``, ``tools
 ``reference/``, and runs the config's test selection there (plain pytest in a subprocess, no fork
 server). A diff that no longer applies (its lines changed) is reported as such, to be re-run.
 
-    python tools/mutation/retest.py SESSION CONFIG [--jit]
+    python tools/mutation/retest.py SESSION CONFIG [--jit] [--only FILE]
 
-``--jit`` keeps numba's JIT on (configs that say they need it). Prints one line per survivor:
+``--only FILE`` re-tests only the mutants an earlier output lists (e.g. its SURVIVED lines, after
+more tests). ``--jit`` keeps numba's JIT on (configs that say they need it). Prints one line per survivor:
 ``killed``, ``SURVIVED``, ``does not apply`` or ``error`` (pytest could not run the tests, or
 PyTensor's compile lock was held elsewhere: re-test those), with the mutant's place, and a count
 at the end.
@@ -69,7 +70,17 @@ def main() -> None:
     parser.add_argument("session")
     parser.add_argument("config")
     parser.add_argument("--jit", action="store_true")
+    parser.add_argument(
+        "--only",
+        metavar="FILE",
+        help="re-test only the mutants this file lists (an earlier output)",
+    )
     args = parser.parse_args()
+    wanted = None
+    if args.only:
+        wanted = {
+            line.split(None, 1)[1].strip() for line in Path(args.only).read_text().splitlines()
+        }
     environment = {**os.environ, "PYTHONPATH": ""}
     if not args.jit:
         environment["NUMBA_DISABLE_JIT"] = "1"
@@ -99,6 +110,8 @@ def main() -> None:
         if outcome_of_tests() != "passed":
             sys.exit("retest.py: the tests do not pass on the unmutated copy; nothing re-tested")
         for place, diff in survivors(args.session):
+            if wanted is not None and place not in wanted:
+                continue
             path = folder / place.split(":")[0]
             original = path.read_text()
             patch = subprocess.run(
