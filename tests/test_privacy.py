@@ -149,9 +149,10 @@ def test_to_approx_keeps_pure_and_approximate_guarantees():
     assert Guarantee(epsilon=1.0).to_approx(1e-6) == Guarantee(epsilon=1.0)
     approximate = Guarantee(epsilon=1.0, delta=1e-6)
     assert approximate.to_approx(1e-5) == approximate
+    assert approximate.to_approx(1e-6) == approximate  # at its own delta
     with pytest.raises(ValueError, match="holds for delta >= 1e-06"):
         approximate.to_approx(1e-7)
-    for delta in (0.0, 1.0, 1.5, True, "0.5"):
+    for delta in (0.0, -0.1, 1.0, 1.5, True, "0.5"):
         with pytest.raises(ValueError, match=r"`delta` must be in \(0, 1\)"):
             Guarantee(rho=0.5).to_approx(delta)
 

@@ -194,6 +194,10 @@ def test_rows_sums_and_scales_at_the_edges_of_what_is_accepted():
     counts = rl.Plan([rl.Statistic("k", 0, 1, integer=True)], epsilon=1.0)
     with pytest.raises(ValueError, match=r"outside the declared bounds"):  # no slack for integers
         counts.release(sums={"k": 11}, n=10)
+    tiny = rl.Plan([rl.Statistic("x", 0.0, 0.01)], epsilon=1.0)  # sums up to 0.1: slack 1e-9
+    tiny.release(sums={"x": 0.1 + 5e-10}, n=10)
+    with pytest.raises(ValueError, match=r"outside the declared bounds"):
+        tiny.release(sums={"x": 0.1 + 1.5e-9}, n=10)
     small = rl.Plan([rl.Statistic("x", 0.0, 1.0)], epsilon=1.0)
     small.release(sums={"x": 10 + 5e-9}, n=10)  # 1e-9 of max(1, |bound|) = 1e-8 here
     with pytest.raises(ValueError, match=r"outside the declared bounds"):
@@ -804,6 +808,7 @@ def _sum_and_count() -> rl.Release:
         ),
         (lambda: rl.Plan(["s"], epsilon=1.0), TypeError, r"`statistics` must be a list of"),
         (lambda: rl.Plan({S}, epsilon=1.0), TypeError, r"`statistics` must be a list of"),
+        (lambda: rl.Statistic("k", 0, 1, True), TypeError, r"positional argument"),
         # keywords only after the first argument
         (lambda: rl.Plan([S], "add/remove", 1.0), TypeError, r"positional argument"),
         (
