@@ -112,6 +112,15 @@ def test_continuous_release_is_on_a_fine_grid_near_the_value():
         pmdp.DiscreteLaplace(epsilon=1).release([1.5])
 
 
+@pytest.mark.parametrize("sigma", [0.15, 0.4, 0.999, 1.0, 1.5])
+def test_the_discrete_gaussian_normaliser_on_both_sides_of_its_switch(sigma):
+    """Direct summation below sigma = 1, Poisson summation from 1: a pmf summing to 1 either way."""
+    k = np.arange(-60, 61)
+    assert float(np.exp(pmdp.DiscreteGaussian(sigma=sigma).logpdf(k)).sum()) == pytest.approx(
+        1.0, abs=1e-14
+    )
+
+
 def test_a_continuous_mechanism_takes_a_real_sensitivity():
     """Only mechanisms on the integers need an integer sensitivity."""
     assert pmdp.Laplace(epsilon=1.0, sensitivity=2.5).scale == 2.5

@@ -285,6 +285,9 @@ def test_the_budget_for_a_mean_absolute_error_gives_that_error(mechanism):
     # budget per unit of sensitivity
     tiny = family(**mechanism.budget_for_mean_abs(0.01).as_dict())
     assert float(np.abs(k) @ np.exp(tiny.logpdf(k))) == pytest.approx(0.01, rel=1e-6)
+    wide = family(**mechanism.budget_for_mean_abs(50.0).as_dict())  # sigma ~ 63, scale ~ 50
+    k = np.arange(-2000, 2001)
+    assert float(np.abs(k) @ np.exp(wide.logpdf(k))) == pytest.approx(50.0, rel=1e-6)
     unit = family(**{family.scale_name: mechanism.scale}, sensitivity=1)
     free = family(**{family.scale_name: mechanism.scale}, sensitivity=0)
     assert free.budget_for_mean_abs(target) == unit.budget_for_mean_abs(target)

@@ -331,6 +331,7 @@ def test_a_release_file_round_trips_exactly(tmp_path):
         (lambda d: d["values"]["s"].update(value=[0.0] * 8 + [math.nan]), r"not a finite number"),
         (lambda d: d["values"]["s"].update(value=[[0.0], [1.0, 2.0]]), r"not a finite number"),
         (lambda d: d["values"]["n"].update(value=1.5), r"value 'n' is not an integer array: 1.5"),
+        (lambda d: d["values"]["s"].update(value=[0.0] * 8), r"value 's' has shape \(8,\)"),
         (
             lambda d: d["values"]["s"].update(value=[0.0] * 10),
             r"`text`: value 's' has shape \(10,\), its bounds \(9,\)",
