@@ -250,6 +250,8 @@ def test_a_built_in_calibration_round_trips(mechanism):
 
 
 def test_the_budget_for_a_release_follows_the_measure_and_the_domain():
+    with pytest.raises(TypeError, match="positional argument"):
+        for_budget("epsilon", True)
     assert for_budget("epsilon", integer=False) is pmdp.Laplace
     assert for_budget("epsilon", integer=True) is pmdp.DiscreteLaplace
     assert for_budget("rho", integer=False) is pmdp.Gaussian
