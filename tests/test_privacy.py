@@ -243,6 +243,7 @@ def test_a_built_in_calibration_round_trips(mechanism):
         by_budget = family(**budget.as_dict(), sensitivity=sensitivity)
         assert by_budget.scale == scale and by_budget.from_budget
     others = [Guarantee(mu=1.0), Guarantee(epsilon=0.5, delta=1e-6)]
+    others += [Guarantee(epsilon=0.0)] if mechanism.norm == "l1" else [Guarantee(rho=0.0)]
     others += [Guarantee(rho=0.5)] if mechanism.norm == "l1" else [Guarantee(epsilon=0.5)]
     for other in others:
         with pytest.raises(ValueError, match="calibrate: `budget` must be"):
