@@ -822,7 +822,7 @@ def _sum_and_count() -> rl.Release:
             TypeError,
             r"positional argument",
         ),
-        (
+        (  # 1.5 rounds up where 0.5 (above) rounds down: a check by `<` or `>` misses one
             lambda: rl.Plan([rl.Statistic("k", 0, 2, integer=True)], epsilon=1.0).release(
                 {"k": [1.5, 1.0]}
             ),
