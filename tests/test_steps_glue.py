@@ -219,3 +219,71 @@ def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, 
     expected = -math.log(4.0) - np.abs(np.array([3.0, 10.0]) - totals) / 2.0
     assert set(stats) == {"log_likelihood_s"}
     np.testing.assert_allclose(stats["log_likelihood_s"], expected, rtol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """Two tables sharing ``theta``: one of known size, one of latent size."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=EPS_S), observed=4.2)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=EPS_N))
+        y = pmdp.Records("y", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("t", y, pmdp.Laplace(epsilon=EPS_S), observed=S_DP)
+    return model
+
+
+@pytest.mark.parametrize("n_moves", [None, 4], ids=["adapted", "fixed"])
+def test_a_table_of_known_size_gets_no_birth_death_moves(mixed, n_moves):
+    """The ``n_moves`` stat counts the latent table's moves only: the known-size table's are 0."""
+    with mixed:
+        step = pmdp.ReversibleJump(augment="records", n_moves=n_moves, interweave=False)
+    records_step = step.records_step
+    assert records_step.n_moves[0] == 0
+    outputs = drive(records_step, mixed.initial_point(), tune=2, draws=2, seed=5)
+    assert records_step.n_moves[0] == 0
+    for _, stats, _ in outputs[2:]:  # after tuning the moves are fixed
+        assert stats["n_moves"] == records_step.n_moves[1] > 0
+
+
+def test_the_release_log_likelihood_is_opt_in(unbounded, bounded):
+    """Without ``log_likelihood=True`` the steps carry no per-draw release log-densities, nor
+    does the step plain ``pm.sample()`` builds."""
+    from pymc_unbounded_dp.steps import PrivateDataStep, ReleaseLogLikelihood
+
+    for model, cls in ((unbounded, pmdp.ReversibleJump), (bounded, pmdp.DataAugmentation)):
+        with model:
+            plain, with_ll = cls(interweave=False), cls(interweave=False, log_likelihood=True)
+        assigned = PrivateDataStep(model=model, interweave=False)
+        for step in (plain, assigned):
+            assert not any(isinstance(m, ReleaseLogLikelihood) for m in step.methods)
+        assert any(isinstance(m, ReleaseLogLikelihood) for m in with_ll.methods)
+
+
+@pytest.mark.parametrize("cls", [pmdp.ReversibleJump, pmdp.DataAugmentation])
+def test_the_steps_options_are_keyword_only(unbounded, bounded, cls):
+    """Only the parameter step may be given by position (``ReversibleJump(None, 4)`` would read
+    as ``n_moves=4`` for one class and as something else for the other)."""
+    with unbounded if cls is pmdp.ReversibleJump else bounded:
+        with pytest.raises(TypeError, match="positional"):
+            cls(None, 4)
+
+
+def test_plain_pm_sample_hands_a_discrete_parameter_to_the_package_step():
+    """PyMC's Gibbs steps claim a Bernoulli parameter as ``IDEAL``; the package step claims it
+    above that, so plain ``pm.sample()`` still assigns the whole model to one augmentation step
+    (a PyMC step beside it would be refused)."""
+    from pymc.sampling.mcmc import assign_step_methods
+
+    from pymc_unbounded_dp.steps import PrivateDataStep
+
+    with pm.Model() as model:
+        z = pm.Bernoulli("z", 0.5)
+        theta = pm.Beta("theta", 1.0 + z, 1.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=8)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=EPS_S), observed=3.1)
+    _, selected = assign_step_methods(model)
+    assert {cls: {v.name for v in vs} for cls, vs in selected.items()} == {
+        PrivateDataStep: {"z", "theta_logodds__"}
+    }

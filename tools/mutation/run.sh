@@ -15,6 +15,9 @@
 # kernels run as plain Python, so a mutant costs no recompilation and the tests stay fast.
 # One session per config (/tmp/pmdp-mutation/session-NAME.sqlite); per config the report is
 # printed and the survivors are written to /tmp/pmdp-mutation/survivors-NAME.txt.
+# The results are also kept in the checkout, in tools/mutation/ledger/NAME.jsonl (every 5 minutes
+# and at the end; commit it): a new session of the config is seeded from it (ledger.py), so a
+# run continues on another machine and only mutants on changed lines run again.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 if [ $# -eq 0 ]; then
@@ -48,14 +51,20 @@ for arg in "$@"; do
   name=$(basename "$config" .toml)
   [ "$arg" != "$config" ] && name=${arg#*@}
   session=session-$name.sqlite
+  ledger=$here/tools/mutation/ledger/${name%%-part*}.jsonl  # results kept in the checkout
   start=$(date +%s)
   if [ ! -f "$session" ]; then
     cosmic-ray init "$config" "$session"
     cr-filter-operators "$session" "$config"
     python tools/mutation/source_filter.py "$session" "$config"
+    python tools/mutation/ledger.py seed "$session" "$ledger"
     cosmic-ray baseline "$config" || { echo "$name: baseline failed: the tests do not pass unmutated"; exit 1; }
   fi
+  ( while sleep 300; do python tools/mutation/ledger.py export "$session" "$ledger" > /dev/null; done ) &
+  exporter=$!
   cosmic-ray exec "$config" "$session"
+  kill $exporter
+  python tools/mutation/ledger.py export "$session" "$ledger"
   echo "$name: mutation run $(( $(date +%s) - start )) s"
   cr-report "$session" --show-pending | tail -n 4
   python tools/mutation/survivors.py "$session" > "survivors-$name.txt"
