@@ -457,10 +457,10 @@ class DataAugmentation(CompoundStep):
 
     def _check_kind(self, compiled: CompiledModel) -> None:
         if compiled.unbounded:
+            names = ", ".join(repr(s.name) for s in compiled.blocks.sample_sizes)
             raise ValueError(
-                "DataAugmentation is for bounded DP (known n) but the model has a SampleSize "
-                f"{compiled.blocks.sample_sizes[0].name!r}; use pmdp.ReversibleJump (or "
-                "pmdp.sample)."
+                f"DataAugmentation is for bounded DP (known n) but the model has latent sample "
+                f"sizes ({names}: pmdp.SampleSize); use pmdp.ReversibleJump (or pmdp.sample)."
             )
 
     def _n_moves(self) -> int | None:

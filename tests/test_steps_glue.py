@@ -202,6 +202,8 @@ def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, 
     n = int(point["n"])
     assert x.shape == (n,)
     assert set(stats) == {"log_likelihood_s", "log_likelihood_n_dp"}
+    # a scalar release's log-density is a number in PyMC's trace; an array goes as an object
+    assert loglik.stats_dtypes_shapes["log_likelihood_s"] == (np.float64, [])
     expected_s = -math.log(2.0 / EPS_S) - EPS_S * abs(S_DP - x.sum())
     assert stats["log_likelihood_s"] == pytest.approx(expected_s, rel=1e-12)
     assert stats["log_likelihood_n_dp"] == pytest.approx(
@@ -218,6 +220,7 @@ def test_release_log_likelihood_is_the_noise_density_of_each_release(unbounded, 
     totals = np.array([v.sum(), (v**2).sum()])
     expected = -math.log(4.0) - np.abs(np.array([3.0, 10.0]) - totals) / 2.0
     assert set(stats) == {"log_likelihood_s"}
+    assert step.methods[-1].stats_dtypes_shapes["log_likelihood_s"] == (object, None)
     np.testing.assert_allclose(stats["log_likelihood_s"], expected, rtol=1e-12)
 
 
@@ -287,3 +290,16 @@ def test_plain_pm_sample_hands_a_discrete_parameter_to_the_package_step():
     assert {cls: {v.name for v in vs} for cls, vs in selected.items()} == {
         PrivateDataStep: {"z", "theta_logodds__"}
     }
+
+
+def test_data_augmentation_refuses_latent_sample_sizes_naming_each(mixed):
+    with pm.Model():
+        theta = pm.Beta("theta", 1, 1)
+        for name in ("a", "b"):
+            n = pmdp.SampleSize(f"n_{name}", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=1))
+            x = pmdp.Records(f"x_{name}", pm.Bernoulli.dist(theta), n=n)
+            pmdp.PrivatizedSum(f"s_{name}", x, pmdp.Laplace(epsilon=EPS_S), observed=S_DP)
+        with pytest.raises(ValueError, match=r"\('n_a', 'n_b': pmdp.SampleSize\).*ReversibleJump"):
+            pmdp.DataAugmentation()
+    with mixed, pytest.raises(ValueError, match=r"\('n': pmdp.SampleSize\)"):
+        pmdp.DataAugmentation()

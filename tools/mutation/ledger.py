@@ -5,11 +5,12 @@ ledger (``tools/mutation/ledger/NAME.jsonl``, one line per mutant that ran) keep
 the source text it was mutated in, and seeds a new session of the same config: a mutant whose
 module, operator and mutated source text (the lines it spans, its column inside them, and which
 of several identical spans it is) are unchanged gets its recorded result and is not run again.
-A mutant on a changed line runs again. Timeouts and worker failures are not recorded (they are
-re-run). Survivors keep their diff, so ``retest.py`` works on a seeded session as on the original.
+A mutant on a changed line runs again, and so does a survivor whose config's test command has
+changed since (a kill stands). Timeouts and worker failures are not recorded (they are re-run).
+Survivors keep their diff, so ``retest.py`` works on a seeded session as on the original.
 
-    python tools/mutation/ledger.py export SESSION LEDGER  # SESSION's results -> LEDGER
-    python tools/mutation/ledger.py seed SESSION LEDGER    # LEDGER's results -> SESSION's pending
+    python tools/mutation/ledger.py export SESSION CONFIG LEDGER  # SESSION's results -> LEDGER
+    python tools/mutation/ledger.py seed SESSION CONFIG LEDGER    # LEDGER -> SESSION's pending
 
 Both read the mutated modules from the current folder (the scratch copy ``run.sh`` works in).
 ``export`` merges: an entry of LEDGER that SESSION did not run is kept. ``run.sh`` seeds a new
@@ -21,6 +22,8 @@ import sqlite3
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from cosmic_ray.config import load_config
 
 FROM_LEDGER = "from the ledger: "
 
@@ -51,7 +54,12 @@ def _mutants(con: sqlite3.Connection) -> list[tuple[str, tuple]]:
     return out
 
 
-def export(session: Path, ledger: Path) -> None:
+def _test_command(config: Path) -> str:
+    return load_config(str(config))["test-command"]
+
+
+def export(session: Path, config: Path, ledger: Path) -> None:
+    tests = _test_command(config)
     entries = {}
     if ledger.exists():
         for line in ledger.read_text().splitlines():
@@ -66,7 +74,12 @@ def export(session: Path, ledger: Path) -> None:
     for job, outcome, output, diff in results:
         if "timeout" in (output or "").lower():
             continue
-        entries[keys[job]] = {"key": list(keys[job]), "outcome": outcome, "diff": diff}
+        entries[keys[job]] = {
+            "key": list(keys[job]),
+            "outcome": outcome,
+            "diff": diff,
+            "tests": tests,
+        }
     ledger.parent.mkdir(parents=True, exist_ok=True)
     ledger.write_text(
         "".join(json.dumps(e, sort_keys=True) + "\n" for _, e in sorted(entries.items()))
@@ -74,14 +87,16 @@ def export(session: Path, ledger: Path) -> None:
     print(f"{ledger}: {len(entries)} results")
 
 
-def seed(session: Path, ledger: Path) -> None:
+def seed(session: Path, config: Path, ledger: Path) -> None:
     if not ledger.exists():
         print(f"{ledger}: no ledger, nothing seeded")
         return
+    tests = _test_command(config)
     entries = {}
     for line in ledger.read_text().splitlines():
         entry = json.loads(line)
-        entries[tuple(entry["key"])] = entry
+        if entry["outcome"] == "KILLED" or entry["tests"] == tests:
+            entries[tuple(entry["key"])] = entry
     with sqlite3.connect(session) as con:
         done = {j for (j,) in con.execute("SELECT job_id FROM work_results")}
         rows = [
@@ -107,6 +122,6 @@ def seed(session: Path, ledger: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] not in ("export", "seed"):
+    if len(sys.argv) != 5 or sys.argv[1] not in ("export", "seed"):
         sys.exit(__doc__)
-    {"export": export, "seed": seed}[sys.argv[1]](Path(sys.argv[2]), Path(sys.argv[3]))
+    {"export": export, "seed": seed}[sys.argv[1]](*(Path(a) for a in sys.argv[2:]))

@@ -57,14 +57,14 @@ for arg in "$@"; do
     cosmic-ray init "$config" "$session"
     cr-filter-operators "$session" "$config"
     python tools/mutation/source_filter.py "$session" "$config"
-    python tools/mutation/ledger.py seed "$session" "$ledger"
+    python tools/mutation/ledger.py seed "$session" "$config" "$ledger"
     cosmic-ray baseline "$config" || { echo "$name: baseline failed: the tests do not pass unmutated"; exit 1; }
   fi
-  ( while sleep 300; do python tools/mutation/ledger.py export "$session" "$ledger" > /dev/null; done ) &
+  ( while sleep 300; do python tools/mutation/ledger.py export "$session" "$config" "$ledger" > /dev/null; done ) &
   exporter=$!
   cosmic-ray exec "$config" "$session"
   kill $exporter
-  python tools/mutation/ledger.py export "$session" "$ledger"
+  python tools/mutation/ledger.py export "$session" "$config" "$ledger"
   echo "$name: mutation run $(( $(date +%s) - start )) s"
   cr-report "$session" --show-pending | tail -n 4
   python tools/mutation/survivors.py "$session" > "survivors-$name.txt"
