@@ -160,9 +160,29 @@ def test_records_written_by_another_step_are_taken_over(bounded):
     assert stats["refresh_accept_rate"] == info.refresh_accepted / 12
     assert 0 < info.refresh_accepted < 12
     assert "n_moves" not in stats and "birth_accept_rate" not in stats
-    table.set_records([np.zeros(11)])
-    with pytest.raises(RuntimeError, match="resized by another step"):
-        records_step.step(point)
+    for resized in (11, 13):
+        table.set_records([np.zeros(resized)])
+        with pytest.raises(RuntimeError, match="resized by another step"):
+            records_step.step(point)
+
+
+def test_vector_records_written_by_another_step_are_taken_over():
+    """The same for records of several coordinates (an ``n`` by 3 table): the number of records
+    is the length of the first axis."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0, shape=3)
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=5)
+        pmdp.PrivatizedSum(
+            "s", x, pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=[1.0, 2.0, 2.0]
+        )
+        step = pmdp.DataAugmentation(augment="records", interweave=False)
+    records_step, table = step.records_step, compile_model(model).tables[0]
+    records_step.set_rng(3)
+    point, _ = records_step.step(model.initial_point())
+    written = np.full((5, 3), 1.0 / 3.0)
+    table.set_records([written])
+    records_step.step(point)
+    assert not np.array_equal(table.current_records()[0], written)  # swept from them
 
 
 def test_every_write_of_the_records_goes_through_set_records(bounded):
