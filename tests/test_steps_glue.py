@@ -323,3 +323,23 @@ def test_data_augmentation_refuses_latent_sample_sizes_naming_each(mixed):
             pmdp.DataAugmentation()
     with mixed, pytest.raises(ValueError, match=r"\('n': pmdp.SampleSize\)"):
         pmdp.DataAugmentation()
+
+
+def test_records_written_into_the_second_of_two_tables_are_taken_over():
+    """Each table is checked on its own: an unchanged first table does not hide a write into the
+    second."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        for name, n, observed in (("x", 10, 4.2), ("y", 8, 3.3)):
+            x = pmdp.Records(name, pm.Bernoulli.dist(theta), n=n)
+            pmdp.PrivatizedSum(f"s_{name}", x, pmdp.Laplace(epsilon=EPS_S), observed=observed)
+        step = pmdp.DataAugmentation(augment="records", interweave=False)
+    records_step, tables = step.records_step, compile_model(model).tables
+    records_step.set_rng(1)
+    records_step.step(model.initial_point())
+    first = records_step._states[0].records[0][:10].copy()
+    written = np.ones(8, dtype=tables[1].current_records()[0].dtype)
+    tables[1].set_records([written])
+    records_step._adopt_changed_records()
+    np.testing.assert_array_equal(records_step._states[1].records[0][:8], written)
+    np.testing.assert_array_equal(records_step._states[0].records[0][:10], first)

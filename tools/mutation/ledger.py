@@ -12,8 +12,10 @@ Survivors keep their diff, so ``retest.py`` works on a seeded session as on the 
     python tools/mutation/ledger.py export SESSION CONFIG LEDGER  # SESSION's results -> LEDGER
     python tools/mutation/ledger.py seed SESSION CONFIG LEDGER    # LEDGER -> SESSION's pending
 
-Both read the mutated modules from the current folder (the scratch copy ``run.sh`` works in).
-``export`` merges: an entry of LEDGER that SESSION did not run is kept. ``run.sh`` seeds a new
+Both run in the scratch copy ``run.sh`` works in and read the mutated modules' text from its
+``.ledger-source/`` (a copy made before any mutant is applied: during a run, cosmic-ray has one
+mutant in the module itself), or from the module where there is no such copy. ``export``
+merges: an entry of LEDGER that SESSION did not run is kept. ``run.sh`` seeds a new
 session from ``tools/mutation/ledger/NAME.jsonl`` and exports to it every few minutes and at the end.
 """
 
@@ -26,6 +28,7 @@ from pathlib import Path
 from cosmic_ray.config import load_config
 
 FROM_LEDGER = "from the ledger: "
+SOURCE = Path(".ledger-source")  # the modules as the session was created from them
 
 
 def _mutants(con: sqlite3.Connection) -> list[tuple[str, tuple]]:
@@ -39,7 +42,11 @@ def _mutants(con: sqlite3.Connection) -> list[tuple[str, tuple]]:
     seen: dict[tuple, int] = defaultdict(int)
     out = []
     for job, module, operator, _, row, col, end_row, end_col in rows:
-        text = lines.setdefault(module, Path(module).read_text().splitlines())
+        if module not in lines:
+            pristine = SOURCE / module
+            source = pristine if pristine.exists() else Path(module)
+            lines[module] = source.read_text().splitlines()
+        text = lines[module]
         span = text[row - 1 : end_row]
         indent, end_indent = (len(s) - len(s.lstrip()) for s in (span[0], span[-1]))
         base = (
