@@ -530,6 +530,18 @@ def test_a_numba_backend_without_a_numba_implementation_is_refused_at_build_time
         pmdp.Interweave(model=model_of("poisson", True), backend="jax")
 
 
+def test_the_tuning_may_choose_more_steps_where_a_step_is_compiled():
+    """At most 100 steps per iteration with the numba target, 20 with the Python one (a step
+    there costs several times more), unless ``max_steps`` says otherwise."""
+    from pymc_unbounded_dp.interweave import MAX_STEPS_COMPILED, MAX_STEPS_PYTHON
+
+    model = model_of("regression", True)
+    assert (MAX_STEPS_COMPILED, MAX_STEPS_PYTHON) == (100, 20)
+    for backend, most in (("numba", 100), ("python", 20)):
+        assert pmdp.Interweave(model=model, backend=backend).max_steps == most
+        assert pmdp.Interweave(model=model, backend=backend, max_steps=7).max_steps == 7
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(
