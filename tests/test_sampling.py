@@ -139,6 +139,20 @@ def test_output_groups_and_kept_records(small_model):
     np.testing.assert_array_equal(kept["kept_draw"].values, [0, 25, 50, 75])
     assert set(np.unique(kept["x"].values)) <= {0, 1}
     assert "records" not in idata["sample_stats"]
+    # one chain, one kept draw
+    idata = pmdp.sample(
+        augment="records",
+        model=small_model,
+        draws=10,
+        tune=5,
+        chains=1,
+        cores=1,
+        random_seed=1,
+        keep_records=10,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    assert idata["imputed_records"]["x"].shape == (1, 1, 20)
 
 
 def test_steps_work_inside_pm_sample_with_a_user_parameter_step():
