@@ -370,3 +370,21 @@ def test_unknown_keywords_are_named_with_the_closest_valid_one(small_model, labe
     )
     groups = idata.children if hasattr(idata, "children") else idata.groups()
     assert "warmup_posterior" in groups
+
+
+def test_a_slow_compilation_is_said_in_one_line(caplog):
+    """Building the samplers for 5 s or more is logged at INFO on PyMC's logger; less is not."""
+    import logging
+
+    from pymc_unbounded_dp.sampling import SLOW_COMPILATION, _log_compilation
+
+    with caplog.at_level(logging.INFO, logger="pymc"):
+        _log_compilation(SLOW_COMPILATION - 0.1)
+        assert not caplog.records
+        _log_compilation(SLOW_COMPILATION)
+        _log_compilation(12.0)
+    assert [r.name for r in caplog.records] == ["pymc.pymc_unbounded_dp"] * 2
+    assert [r.getMessage()[:40] for r in caplog.records] == [
+        "pmdp: compiled the model's samplers in 5",
+        "pmdp: compiled the model's samplers in 1",
+    ]
