@@ -372,6 +372,19 @@ def test_unknown_keywords_are_named_with_the_closest_valid_one(small_model, labe
     assert "warmup_posterior" in groups
 
 
+def test_the_compilation_time_is_the_time_building_the_steps_took(small_model, monkeypatch):
+    import time
+
+    from pymc_unbounded_dp import sampling
+
+    seen = []
+    monkeypatch.setattr(sampling, "_log_compilation", seen.append)
+    start = time.perf_counter()
+    pmdp.sample(model=small_model, draws=5, tune=5, chains=1, progressbar=False, random_seed=1)
+    (seconds,) = seen
+    assert 0.0 < seconds < time.perf_counter() - start
+
+
 def test_a_slow_compilation_is_said_in_one_line(caplog):
     """Building the samplers for 5 s or more is logged at INFO on PyMC's logger; less is not."""
     import logging
