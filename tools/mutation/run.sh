@@ -33,6 +33,7 @@ if [ "${RESUME:-0}" = 1 ] && [ -d "$work" ]; then
 else
   rm -rf "$work" && mkdir -p "$work"
   git -C "$here" archive HEAD | tar -x -C "$work"
+  mkdir "$work/.ledger-source" && cp -r "$work/pymc_unbounded_dp" "$work/.ledger-source/"  # ledger.py
 fi
 cp -r "$here/tests" "$here/tools" "$work/"
 [ -d "$here/reference" ] && rm -rf "$work/reference" && cp -r "$here/reference" "$work/"  # the reference sampler (tests/conftest.py)
