@@ -88,6 +88,7 @@ def test_bernoulli_count_matches_the_exact_posterior(bernoulli_model, n_dp, s_dp
     label = f"Bernoulli n_dp={n_dp}"
     assert idata["posterior"].attrs["pmdp_augment"] == "sums"
     assert "Multinomial" in idata["posterior"].attrs["pmdp_sum_laws"]
+    assert idata["posterior"].attrs["pmdp_sum_accuracy"].endswith(": exact")
     theta = draws_of(idata, "theta")
     assert_mean_and_spread_match(theta, exact["theta_mean"], exact["theta_var"], f"{label} theta")
     n = draws_of(idata, "n")
