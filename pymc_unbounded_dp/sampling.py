@@ -353,11 +353,8 @@ def _record_level(result, compiled, step) -> None:
         moved = {}
         for stat, name in total_names(compiled).items():
             if stats is not None and stat in stats:
-                values = stats[stat].values
-                if values.dtype == object:
-                    values = np.stack(values.ravel()).reshape(*values.shape, -1)
                 spec = next(s for s in compiled.blocks.sums if f"total_{s.name}" == stat)
-                values = values.reshape(*values.shape[:2], *spec.shape)
+                values = _per_draw(stats[stat].values, spec.shape)
                 dims = ["chain", "draw", *(f"{name}_dim_{i}" for i in range(len(spec.shape)))]
                 moved[name] = xr.DataArray(
                     values, dims=dims, attrs={LATENT_SUM_ROLE: f"the true total of {spec.name!r}"}
@@ -419,16 +416,28 @@ def _tidy(result, compiled, keep_records):
 _LOG_LIKELIHOOD = "log_likelihood_"
 
 
+def _per_draw(values: np.ndarray, shape: tuple) -> np.ndarray:
+    """A stat's values as one ``(chain, draw, *shape)`` array, whether the trace stored them as
+    numbers or as objects (one array per draw, as some trace backends store an array stat).
+
+    >>> import numpy as np
+    >>> stored = np.empty((1, 2), dtype=object)
+    >>> stored[0, 0], stored[0, 1] = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> _per_draw(stored, (2,)).tolist()
+    [[[1.0, 2.0], [3.0, 4.0]]]
+    """
+    if values.dtype == object:
+        values = np.stack(values.ravel()).reshape(*values.shape, -1)
+    return values.reshape(*values.shape[:2], *shape)
+
+
 def _log_likelihood_dataset(stats: xr.Dataset, observed: xr.Dataset | None) -> xr.Dataset:
     """The releases' log-densities per draw (stats of ``ReleaseLogLikelihood``), named and shaped
     like the released values in ``observed_data`` (as ArviZ's LOO and WAIC expect)."""
     data = {}
     for stat in [n for n in stats.data_vars if n.startswith(_LOG_LIKELIHOOD)]:
         name = stat[len(_LOG_LIKELIHOOD) :]
-        values = stats[stat].values
-        if values.dtype == object:  # array-valued per draw, as stored by some trace backends
-            values = np.stack(values.ravel()).reshape(*values.shape, -1)
-        values = values.reshape(*values.shape[:2], *observed[name].shape)
+        values = _per_draw(stats[stat].values, observed[name].shape)
         dims = ["chain", "draw", *observed[name].dims]
         coords = {d: observed[name][d] for d in observed[name].dims if d in observed[name].coords}
         data[name] = xr.DataArray(values, dims=dims, coords=coords)

@@ -517,6 +517,8 @@ def test_the_numba_and_python_paths_give_the_same_chain():
             [idata["posterior"][k].values.reshape(20, -1) for k in ("mu", "beta")], axis=1
         )
         accepted = idata["sample_stats"]["interweave_accept_rate"].values
+        compiled = idata["sample_stats"]["interweave_compiled"].values
+        assert np.all(compiled == (backend == "numba"))  # each path is the one asked for
     assert 0.05 < accepted.mean() < 0.95  # the move moved: the comparison is not vacuous
     np.testing.assert_allclose(draws["numba"], draws["python"], rtol=1e-6)
 

@@ -401,3 +401,18 @@ def test_a_slow_compilation_is_said_in_one_line(caplog):
         "pmdp: compiled the model's samplers in 5",
         "pmdp: compiled the model's samplers in 1",
     ]
+
+
+@pytest.mark.parametrize("shape", [(), (2,), (2, 3)])
+def test_an_array_stat_is_shaped_per_draw_however_the_trace_stored_it(shape):
+    """Stored as numbers (chain, draw, ...) or as objects (one array per draw), a stat becomes
+    the same ``(chain, draw, *shape)`` array."""
+    from pymc_unbounded_dp.sampling import _per_draw
+
+    numbers = np.arange(3 * 4 * int(np.prod(shape)), dtype=float).reshape(3, 4, -1)
+    objects = np.empty((3, 4), dtype=object)
+    for index in np.ndindex(3, 4):
+        objects[index] = numbers[index].reshape(shape)
+    expected = numbers.reshape(3, 4, *shape)
+    for stored in (numbers.reshape(3, 4, *shape), objects):
+        np.testing.assert_array_equal(_per_draw(stored, shape), expected)
