@@ -544,6 +544,20 @@ def test_the_tuning_may_choose_more_steps_where_a_step_is_compiled():
         assert pmdp.Interweave(model=model, backend=backend, max_steps=7).max_steps == 7
 
 
+@pytest.mark.parametrize(("family", "first"), [("normal", 10), ("gamma-shape", 1)])
+def test_costly_forms_start_with_fewer_steps(family, first):
+    """The first tuning window's steps per iteration: 10 for a form costing 0.05 of an iteration
+    (location-scale), 1 for one costing 0.5 (inverse CDF)."""
+    idata = pmdp.sample(
+        augment="records",
+        model=model_of(family, True),
+        random_seed=3,
+        interweave={"backend": "python"},
+        **{**SAMPLE, "tune": 2, "draws": 1, "chains": 1, "discard_tuned_samples": False},
+    )
+    assert idata["warmup_sample_stats"]["interweave_steps"].values[0, 0] == first
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(

@@ -416,3 +416,21 @@ def test_an_array_stat_is_shaped_per_draw_however_the_trace_stored_it(shape):
     expected = numbers.reshape(3, 4, *shape)
     for stored in (numbers.reshape(3, 4, *shape), objects):
         np.testing.assert_array_equal(_per_draw(stored, shape), expected)
+
+
+def test_the_defaults_shared_with_pm_sample_are_pymcs():
+    """``draws``, ``tune``, ``chains``, ``cores`` and ``random_seed`` default as in ``pm.sample``:
+    a user moving from one to the other gets the same run (``nuts_sampler`` is PyMC's own NUTS
+    only: other samplers are refused)."""
+    import inspect
+
+    ours = inspect.signature(pmdp.sample).parameters
+    pymcs = {name: p.default for name, p in inspect.signature(pm.sample).parameters.items()}
+    if pymcs["tune"] is None:  # PyMC 6: the steps' own default_tune_steps, else PyMC's default
+        from pymc.sampling.mcmc import get_default_tune_steps
+
+        pymcs["tune"] = (
+            inspect.signature(get_default_tune_steps).parameters["default_tune_steps"].default
+        )
+    for name in ("draws", "tune", "chains", "cores", "random_seed"):
+        assert ours[name].default == pymcs[name], name
