@@ -558,6 +558,22 @@ def test_costly_forms_start_with_fewer_steps(family, first):
     assert idata["warmup_sample_stats"]["interweave_steps"].values[0, 0] == first
 
 
+def test_the_full_refresh_move_of_many_records_runs_from_python():
+    """From ``NUMBA_MIN_RECORDS`` records ``backend="auto"`` compiles the non-centred target in
+    numba; the full-refresh move has none and stays in Python."""
+    from pymc_unbounded_dp.interweave import MAX_STEPS_PYTHON, NUMBA_MIN_RECORDS
+
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        x = pmdp.Records("x", pm.Categorical.dist(p), n=NUMBA_MIN_RECORDS + 100)
+        pmdp.PrivatizedSum(
+            "s", pt.eq(x[:, None], np.arange(3)), pmdp.Laplace(scale=2.0, sensitivity=3.0),
+            observed=[200.0, 200.0, 200.0],
+        )  # fmt: skip
+    move = pmdp.Interweave(model=model, method="full-refresh")
+    assert move.method == "full-refresh" and move.max_steps == MAX_STEPS_PYTHON
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(
@@ -721,11 +737,20 @@ def test_a_move_that_does_not_pay_is_off_after_two_tuning_windows():
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=300)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=1.0), observed=91.0)
     options = {**SAMPLE, "tune": 100, "draws": 20, "chains": 1, "discard_tuned_samples": False}
-    steps = {}
+    steps, calls = {}, []
+    original = pmdp.Interweave._target
     for flag in ({"backend": "python"}, True):
-        idata = pmdp.sample(
-            augment="records", model=model, random_seed=4, interweave=flag, **options
-        )
+        calls.append(0)
+
+        def counted(self, *args):
+            calls[-1] += 1
+            return original(self, *args)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(pmdp.Interweave, "_target", counted)
+            idata = pmdp.sample(
+                augment="records", model=model, random_seed=4, interweave=flag, **options
+            )
         steps[flag is True] = np.concatenate(
             [
                 idata[group]["interweave_steps"].values.ravel()
@@ -735,6 +760,7 @@ def test_a_move_that_does_not_pay_is_off_after_two_tuning_windows():
     auto, forced = steps[False], steps[True]
     assert np.all(auto[:75] > 0) and np.all(auto[75:] == 0), auto
     assert np.all(forced >= 1)
+    assert calls == [75, 120]  # switched off, the move does no work (its target is not built)
 
 
 def test_vars_that_are_not_continuous_parameters_are_refused_naming_them():

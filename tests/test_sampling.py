@@ -136,6 +136,8 @@ def test_output_groups_and_kept_records(small_model):
     assert "s" in idata["observed_data"]
     kept = idata["imputed_records"]
     assert kept["x"].shape == (2, 4, 20)
+    # one table: its axis is "record" and its count "n"
+    assert kept["x"].dims == ("chain", "kept_draw", "record") and set(kept.data_vars) == {"x", "n"}
     np.testing.assert_array_equal(kept["kept_draw"].values, [0, 25, 50, 75])
     assert set(np.unique(kept["x"].values)) <= {0, 1}
     assert "records" not in idata["sample_stats"]

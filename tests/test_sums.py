@@ -370,9 +370,11 @@ def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
     assert Accuracy(exact=True).describe() == "exact"
     # a clamped Normal at a tiny n: the fit warns and the posterior says so
     model = _clamped_normal_model(n_dp=8)
-    with pytest.warns(UserWarning, match=r"table .*poor: above 0.05"):
+    with pytest.warns(UserWarning, match=r"table .*poor: above 0.05") as caught:
         idata = pmdp.sample(model=model, augment="sums", draws=50, tune=50, chains=1, random_seed=2)
     assert "poor" in idata["posterior"].attrs["pmdp_sum_accuracy"]
+    # the warning points at the caller's line
+    assert {w.filename for w in caught if "poor" in str(w.message)} == {__file__}
 
 
 def test_the_sums_level_refuses_records_used_outside_a_sum():
