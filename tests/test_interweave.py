@@ -574,6 +574,14 @@ def test_the_full_refresh_move_of_many_records_runs_from_python():
     assert move.method == "full-refresh" and move.max_steps == MAX_STEPS_PYTHON
 
 
+def test_an_iteration_without_steps_is_not_reported_as_compiled():
+    """``interweave_compiled`` says a step ran in numba: not so in an iteration of no steps (the
+    move switched off, or before the records step's first write)."""
+    move = pmdp.Interweave(model=model_of("regression", True), backend="numba")
+    assert not move._stats(0, 0)["interweave_compiled"]
+    assert move._stats(3, 4)["interweave_compiled"]
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(

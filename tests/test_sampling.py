@@ -157,6 +157,29 @@ def test_output_groups_and_kept_records(small_model):
     assert idata["imputed_records"]["x"].shape == (1, 1, 20)
 
 
+def test_kept_vector_records_get_an_axis_per_coordinate():
+    """Records of 3 coordinates with no ``dims``: the kept records have the axis ``x_dim_0``."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 1.0, shape=3)
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=5)
+        pmdp.PrivatizedSum(
+            "s", x, pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=[1.0, 2.0, 2.0]
+        )
+    idata = pmdp.sample(
+        model=model,
+        augment="records",
+        draws=4,
+        tune=4,
+        chains=1,
+        keep_records=2,
+        random_seed=1,
+        progressbar=False,
+        compute_convergence_checks=False,
+    )
+    kept = idata["imputed_records"]["x"]
+    assert kept.dims == ("chain", "kept_draw", "record", "x_dim_0") and kept.shape == (1, 2, 5, 3)
+
+
 def test_steps_work_inside_pm_sample_with_a_user_parameter_step():
     mechanism = pmdp.Laplace(epsilon=1.0)
     model = bernoulli_model(mechanism, 8.4)
