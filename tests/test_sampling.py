@@ -141,6 +141,8 @@ def test_output_groups_and_kept_records(small_model):
     np.testing.assert_array_equal(kept["kept_draw"].values, [0, 25, 50, 75])
     assert set(np.unique(kept["x"].values)) <= {0, 1}
     assert "records" not in idata["sample_stats"]
+    groups = idata.children if hasattr(idata, "children") else idata.groups()
+    assert "log_likelihood" not in groups  # not asked for
     # one chain, one kept draw
     idata = pmdp.sample(
         augment="records",
