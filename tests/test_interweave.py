@@ -582,6 +582,23 @@ def test_an_iteration_without_steps_is_not_reported_as_compiled():
     assert move._stats(3, 4)["interweave_compiled"]
 
 
+def test_a_compiled_step_is_tuned_as_the_cheaper_one():
+    """The tuning weighs steps by their cost: in numba a step costs ``COMPILED_COST_FACTOR`` of
+    the same step from Python (the regression's location-scale form: 0.05 of an iteration)."""
+    from pymc_unbounded_dp.interweave import COMPILED_COST_FACTOR
+
+    model = model_of("regression", True)
+    costs = {}
+    for backend in ("python", "numba"):
+        with model:
+            step = pmdp.DataAugmentation(augment="records", interweave={"backend": backend})
+            pm.sample(step=step, **{**SAMPLE, "tune": 1, "draws": 1, "chains": 1})
+        (move,) = [m for m in step.methods if isinstance(m, pmdp.Interweave)]
+        costs[backend] = move._tuner.relative_cost
+    assert costs["python"] == 0.05
+    assert costs["numba"] == pytest.approx(0.05 * COMPILED_COST_FACTOR, rel=1e-12)
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(
