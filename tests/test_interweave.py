@@ -599,6 +599,12 @@ def test_a_compiled_step_is_tuned_as_the_cheaper_one():
     assert costs["numba"] == pytest.approx(0.05 * COMPILED_COST_FACTOR, rel=1e-12)
 
 
+@pytest.mark.parametrize("method", ["auto", "noncentred"])
+def test_the_non_centred_move_is_built_when_asked_for_or_chosen(method):
+    move = pmdp.Interweave(model=model_of("normal", True), method=method)
+    assert move.method == "noncentred" and move.noncentred is not None
+
+
 def test_interweave_true_forces_the_full_refresh_move_where_auto_has_none():
     model = model_of("categorical-full-refresh", True)
     idata = pmdp.sample(
