@@ -140,6 +140,7 @@ def test_output_groups_and_kept_records(small_model):
     assert kept["x"].dims == ("chain", "kept_draw", "record") and set(kept.data_vars) == {"x", "n"}
     np.testing.assert_array_equal(kept["kept_draw"].values, [0, 25, 50, 75])
     assert set(np.unique(kept["x"].values)) <= {0, 1}
+    assert kept["x"].dtype.kind == "i"  # a known n: no padding, the records' own dtype
     assert "records" not in idata["sample_stats"]
     groups = idata.children if hasattr(idata, "children") else idata.groups()
     assert "log_likelihood" not in groups  # not asked for
@@ -410,6 +411,11 @@ def test_the_compilation_time_is_the_time_building_the_steps_took(small_model, m
     pmdp.sample(model=small_model, draws=5, tune=5, chains=1, progressbar=False, random_seed=1)
     (seconds,) = seen
     assert 0.0 < seconds < time.perf_counter() - start
+
+
+def test_stack_log_likelihood_takes_its_options_by_keyword():
+    with pytest.raises(TypeError, match="positional"):
+        pmdp.stack_log_likelihood(None, "releases")
 
 
 def test_a_slow_compilation_is_said_in_one_line(caplog):
