@@ -373,6 +373,13 @@ def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
     with pytest.warns(UserWarning, match=r"table .*poor: above 0.05") as caught:
         idata = pmdp.sample(model=model, augment="sums", draws=50, tune=50, chains=1, random_seed=2)
     assert "poor" in idata["posterior"].attrs["pmdp_sum_accuracy"]
+    # the figure is the accuracy at the posterior means, n's rounded
+    (law,) = pmdp.ReversibleJump(model=model, augment="sums").records_step.laws
+    posterior = idata["posterior"]
+    n_mean = int(round(float(posterior["n"].mean())))
+    at_means = [np.asarray(float(posterior["mu"].mean())), np.asarray(n_mean)]
+    expected = approximation_accuracy(law, at_means, n_mean).describe()
+    assert posterior.attrs["pmdp_sum_accuracy"] == f"{law.table.spec.label}: {expected}"
     # the warning points at the caller's line
     assert {w.filename for w in caught if "poor" in str(w.message)} == {__file__}
 
