@@ -120,18 +120,21 @@ def test_same_seed_same_draws_with_one_or_several_processes(small_model):
 
 
 def test_output_groups_and_kept_records(small_model):
-    idata = pmdp.sample(
-        augment="records",
-        model=small_model,
-        draws=100,
-        tune=50,
-        chains=2,
-        cores=1,
-        random_seed=1,
-        keep_records=25,
-        progressbar=False,
-        compute_convergence_checks=False,
-    )
+    def fit(draws, chains, keep_records):
+        return pmdp.sample(
+            augment="records",
+            model=small_model,
+            draws=draws,
+            tune=5 if draws < 50 else 50,
+            chains=chains,
+            cores=1,
+            random_seed=1,
+            keep_records=keep_records,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+
+    idata = fit(draws=100, chains=2, keep_records=25)
     assert "x" not in idata["observed_data"]
     assert "s" in idata["observed_data"]
     kept = idata["imputed_records"]
@@ -145,19 +148,7 @@ def test_output_groups_and_kept_records(small_model):
     groups = idata.children if hasattr(idata, "children") else idata.groups()
     assert "log_likelihood" not in groups  # not asked for
     # one chain, one kept draw
-    idata = pmdp.sample(
-        augment="records",
-        model=small_model,
-        draws=10,
-        tune=5,
-        chains=1,
-        cores=1,
-        random_seed=1,
-        keep_records=10,
-        progressbar=False,
-        compute_convergence_checks=False,
-    )
-    assert idata["imputed_records"]["x"].shape == (1, 1, 20)
+    assert fit(draws=10, chains=1, keep_records=10)["imputed_records"]["x"].shape == (1, 1, 20)
 
 
 def test_kept_vector_records_get_an_axis_per_coordinate():
