@@ -330,7 +330,8 @@ def _interrupt(out: Path, argv: list[str], sig: int) -> dict[str, bytes]:
     kept = records(out)
     assert before < len(kept) < 6, "the signal came after the study finished: nothing was tested"
     assert all(r["draws"] == [1, 300] for r in kept.values())
-    assert not list((out / "fits").glob(".*.tmp"))
+    if sig == signal.SIGINT:  # an interrupted write removes its temporary file (a SIGKILL cannot)
+        assert not list((out / "fits").glob(".*.tmp"))
     return {k: (out / "fits" / f"{k}.json").read_bytes() for k in kept}
 
 
@@ -368,6 +369,29 @@ def test_a_killed_study_loses_nothing_fakes_nothing_and_resumes(tmp_path):
     assert all(
         (out / "fits" / f"{k}.json").read_bytes() == data for k, data in kept_after_kill.items()
     )
+    assert not list((out / "fits").glob(".*.tmp"))  # the resume removed what SIGKILL left
+
+
+def test_a_resume_removes_the_temporary_files_of_killed_writes(tmp_path):
+    store = FitStore(tmp_path)
+    store.claim("regression", {"draws": 10})
+    store.write({"key": "a", "value": 1})
+    leftover = store.fits / ".b.json.0123.tmp"
+    leftover.write_text('{"key": "b", "val')  # a write cut short before its rename
+    store.claim("regression", {"draws": 10})
+    assert not leftover.exists() and store.done() == {"a"} and store.load("a")["value"] == 1
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    store = FitStore(tmp_path)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.write({"key": "a", "value": 1})
+    assert not list(store.fits.iterdir())
 
 
 def test_reproduce_runs_on_a_separately_started_scheduler(tmp_path):

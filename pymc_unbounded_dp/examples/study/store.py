@@ -3,6 +3,8 @@
 A fit's file appears only when the fit has finished (write to a temporary file, then
 :func:`os.replace`), so a study killed at any moment -- SIGINT, SIGKILL, a lost worker -- leaves
 every finished fit whole and no partial one; a rerun skips the finished fits and runs the rest.
+An interrupted write removes its temporary file; a SIGKILL between a write and its rename cannot,
+and the rerun removes what it left (:meth:`FitStore.claim`).
 ``study.json`` records the study's settings: a folder holding fits made with other settings is
 refused rather than mixed.
 
@@ -50,7 +52,8 @@ class FitStore:
         return self.fits / f"{key}.json"
 
     def claim(self, name: str, settings: dict) -> None:
-        """Record that this folder holds study ``name`` with ``settings``, or check that it does.
+        """Record that this folder holds study ``name`` with ``settings``, or check that it does
+        (a resume) and remove the temporary files of writes that a SIGKILL cut short.
 
         Raises
         ------
@@ -70,6 +73,8 @@ class FitStore:
                 differences["study"] = (found["study"], name)
             if differences:
                 raise SettingsMismatch(manifest, differences)
+            for leftover in self.fits.glob(".*.tmp"):  # a write killed before its rename
+                leftover.unlink(missing_ok=True)
             return
         self._write_atomic(manifest, wanted)
 
@@ -89,8 +94,12 @@ class FitStore:
     def _write_atomic(path: Path, record: dict) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "w") as handle:
-            json.dump(record, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "w") as handle:
+                json.dump(record, handle, indent=1)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:  # an interrupted write (SIGINT) leaves nothing behind
+            tmp.unlink(missing_ok=True)
+            raise
