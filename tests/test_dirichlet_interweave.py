@@ -267,3 +267,16 @@ def test_runs_after_another_step_on_the_same_parameters():
     assert np.all(stats["interweave_steps"].values == 2)
     assert "accepted" in stats or "accept" in stats
     assert np.all(np.isfinite(draws_of(idata, "alpha")))
+
+
+def test_records_whose_shares_underflow_are_outside_the_move():
+    """At a tiny concentration a record's share can fall below ~1e-300 and be computed as 0, where
+    the model's Dirichlet density is 0 (or infinite): the move must treat that point as outside
+    its target, or NUTS starts from an infinite log density (seen on PyMC 6 at step 792 of a
+    default-sampler test). Moderate concentrations keep every share positive."""
+    rng = np.random.default_rng(5)
+    x = rng.dirichlet([1.0, 1.0, 1.0], size=50)
+    coords = kd.coordinates(rng, x, [1.0, 1.0, 1.0])
+    assert kd.records([0.002, 0.002, 0.002], coords) == (None, -np.inf)
+    back, log_p = kd.records([0.5, 0.5, 0.5], coords)
+    assert np.all(back > 0.0) and np.isfinite(log_p)

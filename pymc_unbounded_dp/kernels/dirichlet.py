@@ -226,14 +226,16 @@ def records(alpha, coords: GammaCoordinates) -> tuple[np.ndarray | None, float]:
     """The records at ``alpha`` and ``sum_ij log p(z_ij | alpha_j + m)``.
 
     Returns ``(None, -inf)`` where the coordinates have density 0 at ``alpha`` (some ``w <= 0``,
-    or some ``alpha_j <= 0``).
+    or some ``alpha_j <= 0``), and where a record's share underflows to 0 (below ~1e-300, at a
+    small ``alpha``): the model's Dirichlet density is 0 or infinite at such a record, so the
+    move must not go there (NUTS would then start from an infinite log density).
     """
     alpha = _check_alpha(alpha, coords.z.shape[1])
     if not np.all(alpha > 0.0):
         return None, -np.inf
     x = np.empty_like(coords.z)
     log_p = _records_core(alpha, coords.z, coords.log_u, x)
-    if not np.isfinite(log_p):
+    if not np.isfinite(log_p) or not np.all(x > 0.0):
         return None, -np.inf
     b = alpha + coords.boosts
     n = coords.z.shape[0]
