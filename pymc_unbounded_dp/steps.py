@@ -459,7 +459,7 @@ class DataAugmentation(CompoundStep):
         if compiled.unbounded:
             names = ", ".join(repr(s.name) for s in compiled.blocks.sample_sizes)
             raise ValueError(
-                f"DataAugmentation is for bounded DP (known n) but the model has latent sample "
+                "DataAugmentation is for bounded DP (known n) but the model has latent sample "
                 f"sizes ({names}: pmdp.SampleSize); use pmdp.ReversibleJump (or pmdp.sample)."
             )
 

@@ -65,13 +65,17 @@ def _test_command(config: Path) -> str:
     return load_config(str(config))["test-command"]
 
 
+def _read(ledger: Path) -> dict[tuple, dict]:
+    """The ledger's entries by key (none if there is no ledger yet)."""
+    if not ledger.exists():
+        return {}
+    entries = (json.loads(line) for line in ledger.read_text().splitlines())
+    return {tuple(entry["key"]): entry for entry in entries}
+
+
 def export(session: Path, config: Path, ledger: Path) -> None:
     tests = _test_command(config)
-    entries = {}
-    if ledger.exists():
-        for line in ledger.read_text().splitlines():
-            entry = json.loads(line)
-            entries[tuple(entry["key"])] = entry
+    entries = _read(ledger)
     with sqlite3.connect(session) as con:
         keys = dict(_mutants(con))
         results = con.execute(
@@ -99,11 +103,11 @@ def seed(session: Path, config: Path, ledger: Path) -> None:
         print(f"{ledger}: no ledger, nothing seeded")
         return
     tests = _test_command(config)
-    entries = {}
-    for line in ledger.read_text().splitlines():
-        entry = json.loads(line)
-        if entry["outcome"] == "KILLED" or entry["tests"] == tests:
-            entries[tuple(entry["key"])] = entry
+    entries = {
+        key: entry
+        for key, entry in _read(ledger).items()
+        if entry["outcome"] == "KILLED" or entry["tests"] == tests
+    }
     with sqlite3.connect(session) as con:
         done = {j for (j,) in con.execute("SELECT job_id FROM work_results")}
         rows = [
