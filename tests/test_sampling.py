@@ -458,3 +458,36 @@ def test_the_defaults_shared_with_pm_sample_are_pymcs():
         )
     for name in ("draws", "tune", "chains", "cores", "random_seed"):
         assert ours[name].default == pymcs[name], name
+
+
+def test_the_accuracy_figure_is_taken_at_the_posterior_means_with_only_integers_rounded():
+    """The sums level's accuracy figure is the law's accuracy at the posterior means, where a
+    float parameter's mean is used as it is and an integer one's (``n``) is rounded. Compared at
+    full precision (the two-digit figure the posterior's attributes quote hides a rounded mu)."""
+    import xarray as xr
+
+    from pymc_unbounded_dp.sampling import _accuracy
+    from pymc_unbounded_dp.sums import approximation_accuracy
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        n = pmdp.SampleSize("n", n_dp=8, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -3, 3), pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=10.0
+        )
+    (law,) = pmdp.ReversibleJump(model=model, augment="sums").records_step.laws
+    posterior = xr.Dataset(
+        {
+            "mu": (("chain", "draw"), [[1.5, 1.6, 1.7]]),  # mean 1.6: rounded would be 2
+            "n": (("chain", "draw"), [[7, 8, 8]]),  # mean 7.67: truncated would be 7
+        }
+    )
+    figure = _accuracy(law, posterior)
+    expected = approximation_accuracy(law, [np.array(1.6), np.array(8)], 8)
+    assert figure.berry_esseen == pytest.approx(expected.berry_esseen, rel=1e-12)
+    assert figure.n == 8
+    # the test has power: the figure at a rounded mu, or at n = 7, is not the same number
+    for values, size in (([np.array(2.0), np.array(8)], 8), ([np.array(1.6), np.array(7)], 7)):
+        other = approximation_accuracy(law, values, size).berry_esseen
+        assert abs(other - expected.berry_esseen) > 1e-6 * expected.berry_esseen
