@@ -114,9 +114,15 @@ SMALL = {
 N_MECHANISM = pmdp.DiscreteLaplace(epsilon=0.5)
 
 
-def small_model(bounded: bool) -> pm.Model:
+#: A ``pm.Potential`` term ``TILT * log alpha_0`` for the target test (0: none).
+TILT = 0.7
+
+
+def small_model(bounded: bool, tilt: float = 0.0) -> pm.Model:
     with pm.Model() as model:
         alpha = pm.Gamma("alpha", alpha=SMALL["prior"][0], beta=SMALL["prior"][1], shape=3)
+        if tilt:
+            pm.Potential("tilt", tilt * pt.log(alpha[0]))
         n = SMALL["n"] if bounded else pmdp.SampleSize("n", n_dp=SMALL["n"], mechanism=N_MECHANISM)
         x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=n)
         pmdp.PrivatizedSum(
@@ -214,8 +220,13 @@ def test_move_is_exact(bounded, boosts):
 # --------------------------------------------------------------------------------------------------
 # the step's target
 # --------------------------------------------------------------------------------------------------
-def test_target_is_prior_plus_coordinates_plus_release():
-    model = small_model(bounded=True)
+@pytest.mark.parametrize("tilt", [0.0, TILT], ids=["plain", "potential"])
+def test_target_is_prior_plus_coordinates_plus_release(tilt):
+    """The move's log target at a moved ``alpha``, against a direct computation; with a
+    ``pm.Potential`` in the model, its term is in the target (the settings matrix's "Potential
+    through every sampler path": here its value, 0.7 log alpha_0, is about 0.84 at the moved
+    point, far above the 1e-6 tolerance)."""
+    model = small_model(bounded=True, tilt=tilt)
     step = DirichletInterweave(model=model)
     rng = np.random.default_rng(4)
     x = rng.dirichlet(ALPHA, size=SMALL["n"])
@@ -232,7 +243,9 @@ def test_target_is_prior_plus_coordinates_plus_release():
     release = stats.laplace(scale=SMALL["scale"]).logpdf(np.asarray(SMALL["s_dp"]) - T)
     np.testing.assert_allclose(records, new_records)
     # PyMC's Gamma log-density differs from SciPy's by ~1e-8
-    np.testing.assert_allclose(got, prior.sum() + log_coords + release.sum(), atol=1e-6)
+    potential = tilt * np.log(alpha[0])
+    assert tilt == 0 or abs(potential) > 0.1  # the term is not negligible
+    np.testing.assert_allclose(got, prior.sum() + potential + log_coords + release.sum(), atol=1e-6)
 
 
 def test_refuses_records_that_are_not_dirichlet():
