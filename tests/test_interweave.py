@@ -572,6 +572,38 @@ def test_the_full_refresh_move_of_many_records_runs_from_python():
         )  # fmt: skip
     move = pmdp.Interweave(model=model, method="full-refresh")
     assert move.method == "full-refresh" and move.max_steps == MAX_STEPS_PYTHON
+    # its automatic number of steps starts at 1 and is at most FULL_REFRESH_MAX_STEPS (5): each
+    # step redraws every record
+    with model:
+        step = pmdp.DataAugmentation(augment="records", interweave={"method": "full-refresh"})
+        pm.sample(step=step, **{**SAMPLE, "tune": 1, "draws": 1, "chains": 1})
+    (move,) = [m for m in step.methods if isinstance(m, pmdp.Interweave)]
+    assert (move._tuner.n_steps, move._tuner.max_steps) == (1, 5)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "compiled"),
+    [((499,), False), ((500,), True), ((1000,), True), ((300, 300), True)],
+    ids=["below", "at", "above", "two-tables"],
+)
+def test_auto_compiles_the_move_from_numba_min_records_over_all_tables(sizes, compiled):
+    """``backend="auto"`` runs the non-centred move in numba from ``NUMBA_MIN_RECORDS`` (500)
+    records, counted over every table at the start: below from Python, at and above it (one
+    table or two of 300) in numba."""
+    from pymc_unbounded_dp.interweave import NUMBA_MIN_RECORDS
+
+    assert NUMBA_MIN_RECORDS == 500
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        for k, size in enumerate(sizes):
+            x = pmdp.Records(f"x{k}", pm.Normal.dist(mu, 1.0), n=size)
+            pmdp.PrivatizedSum(
+                f"s{k}", pt.clip(x, -3, 3), pmdp.Laplace(scale=6.0, sensitivity=3.0), observed=0.0
+            )
+    move = pmdp.Interweave(model=model)
+    assert move.method == "noncentred"
+    assert (move._flat_target is not None) == compiled
+    assert move._stats(1, 2)["interweave_compiled"] == compiled
 
 
 def test_an_iteration_without_steps_is_not_reported_as_compiled():
