@@ -87,6 +87,24 @@ def test_gaussian_coordinates_combine_into_one_normal():
     assert result.epsilon_bound == math.inf
 
 
+@pytest.mark.parametrize(("d", "t"), [(1, 0.7), (3, 1.0), (6, 2.5)])
+def test_the_discrete_laplace_loss_law_is_the_enumerated_one(d, t):
+    """The privacy-loss law of a shift by ``d`` under discrete Laplace noise of scale ``t``,
+    atom by atom against the enumeration of ``L(y) = (|y| - |y - d|) / t`` under H0: both of its
+    versions (lower and upper values) are the exact law. (The risk alone cannot show a lower
+    version that is too high: the risk's lower bound is capped at the upper one.)"""
+    from pymc_unbounded_dp.risk._privacy_loss import discrete_laplace_law
+
+    law = discrete_laplace_law(d, t)
+    loss = (np.abs(Y) - np.abs(Y - d)) / t
+    values, where = np.unique(np.round(loss, 12), return_inverse=True)
+    weights = np.bincount(where, weights=discrete_laplace(Y, t))
+    assert law.exact and law.missing == 0.0
+    for got, got_weights in ((law.lo_values, law.lo_weights), (law.hi_values, law.hi_weights)):
+        np.testing.assert_allclose(got, values, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got_weights, weights, rtol=1e-12, atol=1e-15)
+
+
 # -- brute force: discrete mechanisms --------------------------------------------------------------
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 3.0])
 @pytest.mark.parametrize("prior", [0.3, 0.5, 0.8])
