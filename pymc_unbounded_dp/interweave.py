@@ -251,6 +251,11 @@ class Interweave(ParameterMove):
         self.backend = backend
         self.switch_off = bool(switch_off)
         self._flat_target = self._numba_target(model)
+        if self.method == "noncentred":
+            _log.info(
+                "Interweave: the non-centred move runs in %s",
+                "numba" if self._flat_target is not None else "Python (C-compiled target)",
+            )
         self._log_prior = (
             None if self.noncentred is not None else self._compile_log_prior(model, compiled)
         )
@@ -379,10 +384,6 @@ class Interweave(ParameterMove):
                 "Interweave: backend='numba', but an op of this model's non-centred target has "
                 "no numba implementation (the log names it); use backend='auto' or 'python'."
             )
-        _log.info(
-            "Interweave: the non-centred move runs in %s",
-            "numba" if target is not None else "Python (C-compiled target)",
-        )
         return target
 
     def _compiled_arguments(self, point: dict) -> tuple[tuple, list[np.ndarray]]:

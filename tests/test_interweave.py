@@ -17,6 +17,7 @@ importance sampling from the prior; two models also get simulation-based calibra
 """
 
 import functools
+import logging
 
 import numpy as np
 import pymc as pm
@@ -586,10 +587,10 @@ def test_the_full_refresh_move_of_many_records_runs_from_python():
     [((499,), False), ((500,), True), ((1000,), True), ((300, 300), True)],
     ids=["below", "at", "above", "two-tables"],
 )
-def test_auto_compiles_the_move_from_numba_min_records_over_all_tables(sizes, compiled):
+def test_auto_compiles_the_move_from_numba_min_records_over_all_tables(sizes, compiled, caplog):
     """``backend="auto"`` runs the non-centred move in numba from ``NUMBA_MIN_RECORDS`` (500)
     records, counted over every table at the start: below from Python, at and above it (one
-    table or two of 300) in numba."""
+    table or two of 300) in numba; the log says which."""
     from pymc_unbounded_dp.interweave import NUMBA_MIN_RECORDS
 
     assert NUMBA_MIN_RECORDS == 500
@@ -600,10 +601,13 @@ def test_auto_compiles_the_move_from_numba_min_records_over_all_tables(sizes, co
             pmdp.PrivatizedSum(
                 f"s{k}", pt.clip(x, -3, 3), pmdp.Laplace(scale=6.0, sensitivity=3.0), observed=0.0
             )
-    move = pmdp.Interweave(model=model)
+    with caplog.at_level(logging.INFO, logger="pymc_unbounded_dp.interweave"):
+        move = pmdp.Interweave(model=model)
     assert move.method == "noncentred"
     assert (move._flat_target is not None) == compiled
     assert move._stats(1, 2)["interweave_compiled"] == compiled
+    said = "runs in numba" if compiled else "runs in Python (C-compiled target)"
+    assert said in caplog.text
 
 
 def test_an_iteration_without_steps_is_not_reported_as_compiled():
