@@ -476,6 +476,23 @@ def test_the_bound_is_the_same_at_any_n_dp_but_the_large_n_ratio_shrinks_as_one_
         small.plugin_sd_ratio(-1.0)
 
 
+def test_near_zero_the_large_n_ratio_has_the_bias_and_the_posterior_mean_of_n():
+    """Near ``n = 0`` the posterior of ``n`` is pushed above ``n_dp``: the ratio's numerator is
+    the root mean square of ``n - n_dp`` (sd and bias together) and its denominator the root of
+    ``E[n | n_dp]``, not of ``n_dp``; against direct summation. Here the bias is 1.5 (against an
+    sd of 3.1) and ``E[n | n_dp]`` is 3.5 against ``n_dp = 2``: the ratio is 1.84, 1.66 without
+    the bias and 2.44 over ``sqrt(n_dp)``."""
+    mechanism = pmdp.DiscreteLaplace(scale=3.0)
+    n_dp = 2
+    (row,) = pmdp.plugin_check(_bernoulli_model(mechanism, n_dp=n_dp)).tables
+    n, pmf = _direct(lambda n: mechanism.logpdf(n_dp - n), 400)
+    mean = pmf @ n
+    rms = math.sqrt(pmf @ (n - n_dp) ** 2)
+    assert row.large_n_ratio == pytest.approx(rms / math.sqrt(mean), rel=1e-9)
+    sd = math.sqrt(pmf @ (n - mean) ** 2)
+    assert mean - n_dp > 1.0 and abs(sd / rms - 1) > 0.1 and abs(math.sqrt(mean / n_dp) - 1) > 0.1
+
+
 def test_the_large_n_sd_ratio_matches_an_exact_plug_in_and_unbounded_posterior():
     """Bernoulli(0.4) records, s = 4000 of n_dp = 10,000 known exactly, count noise discrete
     Laplace of scale 100: the plug-in posterior Beta(s + 1, n_dp - s + 1) against the unbounded
