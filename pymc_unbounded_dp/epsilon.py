@@ -481,12 +481,7 @@ def _table(grid, plans, risks, fits, results, keys, labels, count, measure) -> p
         row = {f"{measure}[{k}]": v for k, v in plans[budget].shares.items()}
         row.update(risks[budget])
         for label in labels:
-            part = fits[(fits[measure] == budget) & (fits["label"] == label)]
-            for figure in ("sd", "width"):
-                row[f"{figure}({label})"], row[f"{figure}_se({label})"] = _mean_se(part[figure])
-            p = float(part["covered"].mean())
-            row[f"coverage({label})"] = p
-            row[f"coverage_se({label})"] = math.sqrt(p * (1 - p) / len(part))
+            row.update(_utility(fits[(fits[measure] == budget) & (fits["label"] == label)], label))
         posteriors = [r["n"] for k, r in zip(keys, n_results, strict=True) if k[0] == budget]
         if count is not None and all(p is not None for p in posteriors):
             for i, figure in enumerate(("mean", "sd")):
@@ -494,6 +489,19 @@ def _table(grid, plans, risks, fits, results, keys, labels, count, measure) -> p
                 row[f"{figure}({count})"], row[f"{figure}_se({count})"] = _mean_se(values)
         rows.append(row)
     return pd.DataFrame(rows, index=pd.Index(grid, name=measure))
+
+
+def _utility(part: pd.DataFrame, label: str) -> dict[str, float]:
+    """One parameter's utility over the replicate fits ``part`` of one budget: the mean posterior
+    sd and interval width with their standard errors, and the coverage with its binomial
+    standard error."""
+    row = {}
+    for figure in ("sd", "width"):
+        row[f"{figure}({label})"], row[f"{figure}_se({label})"] = _mean_se(part[figure])
+    p = float(part["covered"].mean())
+    row[f"coverage({label})"] = p
+    row[f"coverage_se({label})"] = math.sqrt(p * (1 - p) / len(part))
+    return row
 
 
 def _mean_se(values: pd.Series) -> tuple[float, float]:

@@ -118,6 +118,38 @@ def test_the_table_has_one_row_per_epsilon_with_split_risk_and_utility(report):
     assert "EpsilonReport(epsilon in [0.5, 4]" in repr(report)
 
 
+def test_the_utility_figures_are_means_over_replicates_with_their_standard_errors():
+    """Per budget and parameter: the mean of the replicates' posterior sds and widths with the
+    standard error ``s / sqrt(k)`` (``s`` with ``k - 1`` degrees of freedom), and the coverage
+    ``p`` with ``sqrt(p (1 - p) / k)``. Numbers by hand for four replicates."""
+    from pymc_unbounded_dp.epsilon import _utility
+
+    part = pd.DataFrame(
+        {
+            "sd": [1.0, 2.0, 4.0, 5.0],
+            "width": [3.0, 3.0, 5.0, 5.0],
+            "covered": [True, False, True, True],
+        }
+    )
+    row = _utility(part, "theta")
+    assert row["sd(theta)"] == 3.0
+    assert row["sd_se(theta)"] == pytest.approx(math.sqrt(10.0 / 3.0) / 2.0, rel=1e-12)
+    assert row["width(theta)"] == 4.0
+    assert row["width_se(theta)"] == pytest.approx(math.sqrt(4.0 / 3.0) / 2.0, rel=1e-12)
+    assert row["coverage(theta)"] == 0.75
+    assert row["coverage_se(theta)"] == pytest.approx(math.sqrt(0.75 * 0.25 / 4.0), rel=1e-12)
+
+
+def test_the_report_table_is_the_utility_of_its_fits(report):
+    from pymc_unbounded_dp.epsilon import _utility
+
+    for budget in GRID:
+        part = report.fits[(report.fits["epsilon"] == budget) & (report.fits["label"] == "theta")]
+        assert len(part) == 3
+        for column, value in _utility(part, "theta").items():
+            assert report.table.loc[budget, column] == pytest.approx(value, nan_ok=True), column
+
+
 def test_utility_grows_with_epsilon(report):
     table = report.table
     assert table.loc[0.5, "sd(theta)"] > table.loc[4.0, "sd(theta)"]
