@@ -116,3 +116,21 @@ def test_the_step_leaves_a_start_deep_in_the_proposals_tail():
     for q in (0.25, 0.5, 0.75):
         at = stats.t.ppf(q, 3.0)
         assert_mean_matches(draws <= at, q, f"t3 P(x <= {at:.2f})")  # its spread is q (1 - q)
+
+
+@pytest.mark.parametrize("df", [4.0, kernel.DEGREES_OF_FREEDOM])
+def test_proposal_draws_have_the_density_of_the_ratio(df):
+    """The draws and the density the ratio uses are one multivariate t: for ``d = 3`` the squared
+    Mahalanobis distance over ``d`` is F(d, df) (Kolmogorov-Smirnov, 20,000 draws), and
+    ``log_proposal`` is the log of that t's density up to a constant (against SciPy's, at
+    points in the bulk and in the tails)."""
+    rng = np.random.default_rng(11)
+    chol = np.array([[1.5, 0.0, 0.0], [0.4, 0.7, 0.0], [-0.3, 0.2, 2.0]])
+    proposal = kernel.Proposal(np.array([1.0, -2.0, 0.5]), chol, df)
+    draws = np.array([kernel._draw(rng, proposal) for _ in range(20_000)])
+    z = np.linalg.solve(chol, (draws - proposal.mean).T)
+    assert stats.kstest((z * z).sum(axis=0) / 3, stats.f(3, df).cdf).pvalue > 1e-3
+    t = stats.multivariate_t(proposal.mean, chol @ chol.T, df=df)
+    points = proposal.mean + np.array([[0.0, 0.0, 0.0], [3.0, -1.0, 2.0], [-20.0, 15.0, 40.0]])
+    logs = np.array([kernel.log_proposal(proposal, x) for x in points])
+    np.testing.assert_allclose(logs - logs[0], t.logpdf(points) - t.logpdf(points[0]), rtol=1e-10)

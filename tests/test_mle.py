@@ -284,3 +284,15 @@ def test_simulated_map_matches_the_exact_posterior_mode():
     estimate = np.array([fit.estimate["mu"], fit.estimate["beta"]], dtype=float)
     mc_error = np.array([fit.mc_error["mu"], fit.mc_error["beta"]], dtype=float)
     assert np.all(np.abs(estimate - mode) < 4 * mc_error + 0.02 * sd), (estimate, mode)
+
+
+def test_the_standard_errors_monte_carlo_error_is_the_batch_spread_over_root_b():
+    """The simulated likelihood's ``standard_error_mc_error``: the spread of the batches' standard
+    errors over the root of the number of batches (numbers by hand: sd 0.816 and 1.414 over 4
+    batches)."""
+    from pymc_unbounded_dp.mcem.simulated import batch_mean_error
+
+    per_batch = np.array([[1.0, 10.0], [3.0, 10.0], [2.0, 13.0], [2.0, 11.0]])
+    np.testing.assert_allclose(
+        batch_mean_error(per_batch), [np.sqrt(2 / 3) / 2, np.sqrt(2.0) / 2], rtol=1e-12
+    )

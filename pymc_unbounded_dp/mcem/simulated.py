@@ -353,6 +353,16 @@ class SimulatedLikelihood:
         return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
 
 
+def batch_mean_error(per_batch: np.ndarray) -> np.ndarray:
+    """The Monte Carlo standard error of the mean of independent batches' values (one row per
+    batch): their standard deviation (``ddof=1``) over the root of the number of batches.
+
+    >>> batch_mean_error(np.array([[1.0, 10.0], [3.0, 10.0], [2.0, 13.0], [2.0, 11.0]]))
+    array([0.40824829, 0.70710678])
+    """
+    return np.std(per_batch, axis=0, ddof=1) / np.sqrt(per_batch.shape[0])
+
+
 def _relative_weights(evaluations: list[Evaluation]) -> np.ndarray:
     """The replicates' weights ``W_r`` of all batches, divided by the largest."""
     log_w = np.concatenate([e.log_weights for e in evaluations])
@@ -647,4 +657,4 @@ class SimulatedLoop:
             information = -hessian(simulated.loglik([batch], placed.window), x, steps)
             covariance = to_natural @ inverse_information(information, warn=False) @ to_natural.T
             per_batch.append(np.sqrt(np.diag(covariance)))
-        return np.std(np.stack(per_batch), axis=0, ddof=1) / np.sqrt(len(placed.batches))
+        return batch_mean_error(np.stack(per_batch))
