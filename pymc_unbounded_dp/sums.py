@@ -645,7 +645,6 @@ class SumsStep(PackageStep):
         "sums_accept_rate": (np.float64, []),
         "sums_scale": (np.float64, []),
     }
-    _redraw_stats = {"sums_redraw_accept_rate": (np.float64, [])}
     _unbounded_stats = {**N_MOVE_STATS, "n_scale": (np.float64, [])}
 
     def __init__(
@@ -670,12 +669,7 @@ class SumsStep(PackageStep):
         self.sums_moves = int(sums_moves)
         self.tune = True
         self.rng = np.random.default_rng(rng)
-        # the redraw move exists for collapsible tables only: no stat that is never defined
-        self._redraws = any(
-            law.family.vector and sums_kernel.collapsible_noise(law.table.noise)
-            for law in self.laws
-        )
-        stats = dict(self._redraw_stats) if self._redraws else {}
+        stats = {}
         if compiled.unbounded:
             stats.update(self._unbounded_stats)
         for spec in compiled.blocks.sums:
@@ -741,8 +735,6 @@ class SumsStep(PackageStep):
         self._tuned += self.tune
         stats["sums_accept_rate"] = acceptance_rate(totals[0], totals[1])
         stats["sums_scale"] = self._scales[0][0]
-        if self._redraws:
-            stats["sums_redraw_accept_rate"] = acceptance_rate(totals[6], totals[7])
         if self.compiled.unbounded:
             stats["birth_accept_rate"] = acceptance_rate(totals[2], totals[3])
             stats["death_accept_rate"] = acceptance_rate(totals[4], totals[5])

@@ -231,8 +231,14 @@ def _check_integer_chain(label, ns_draws, t_draws, w, ns, ts):
     assert_mean_and_spread_match(t_draws, t_mean, np.sum(t_pmf * (ts - t_mean) ** 2), f"{label} L")
 
 
-def test_the_poisson_chain_has_the_exact_joint_law():
-    mu, s_dp, n_dp = 2.0, 43.3, 20
+@pytest.mark.parametrize(
+    ("mu", "s_dp", "n_dp"),
+    [(2.0, 43.3, 20), (0.15, 0.4, 6)],
+    ids=["bulk", "near-a-zero-total"],
+)
+def test_the_poisson_chain_has_the_exact_joint_law(mu, s_dp, n_dp):
+    """Also where a total of 0 has much of the mass (``n mu`` about 1): the moves of the sum
+    must reach the support's lower end."""
     target = _target(laws.POISSON, (np.float64(mu),), s_dp, np.ones((1, 1)), n_dp)
     ns_draws, latent = _run(target, n_dp)
     ns, ts = np.arange(0, 60), np.arange(0, 120)

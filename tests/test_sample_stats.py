@@ -52,8 +52,7 @@ def test_interweaving_move_switched_off_reports_off_and_no_nan():
 
 def test_no_nan_when_an_iteration_proposes_no_birth_or_no_death():
     """With one birth/death move per iteration every iteration proposes only one kind; the
-    other's rate is 0.0, not NaN. At the sums level an exact law has no redraw move, and no
-    stat for it."""
+    other's rate is 0.0, not NaN."""
     with pm.Model() as model:
         theta = pm.Beta("theta", 2.0, 3.0)
         n = pmdp.SampleSize("n", n_dp=30, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
@@ -69,4 +68,3 @@ def test_no_nan_when_an_iteration_proposes_no_birth_or_no_death():
             assert not np.any(np.isnan(values.astype(float))), (augment, name)
         # a birth and a death are never both proposed in one iteration: one rate is 0
         assert np.all((stats["birth_accept_rate"] == 0) | (stats["death_accept_rate"] == 0))
-    assert "sums_redraw_accept_rate" not in group(idata, "sample_stats")

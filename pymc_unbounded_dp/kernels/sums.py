@@ -10,11 +10,6 @@ with ``L`` the latent sum (see :mod:`pymc_unbounded_dp.laws`). One :func:`step` 
   a continuous sum; ``+-(1 + floor(scale |z|))`` for an integer one; for counts, that many units
   moved from one support point to another, the pair drawn uniformly), accepted with
   ``p_n(L') eta_s(s_dp - L' @ matrix) / (p_n(L) eta_s(s_dp - L @ matrix))``;
-* for a vector latent (the normal approximation, :data:`~pymc_unbounded_dp.laws.NORMAL_APPROXIMATION`,
-  whose latent is the released totals themselves) with continuous Laplace or Gaussian noise,
-  ``sums_moves`` more *redraws*: ``L' = s_dp - e``, ``e`` drawn from the noise, an independence
-  proposal accepted with ``p_n(L') / p_n(L)`` (the noise cancels), which makes nearly independent
-  draws at large ``n`` where the release pins the totals far more tightly than ``p_n``;
 * ``n_moves`` birth/death moves of ``d`` records, ``d = 1 + floor(n_scale |z|)``, a birth or a
   death with probability 1/2 each: a birth adds the sum of ``d`` fresh records, a death removes
   the sum of ``d`` of the ``n`` records drawn from its law given ``L`` (a death of more records
@@ -129,8 +124,6 @@ class SumsInfo(NamedTuple):
     births_proposed: int
     deaths_accepted: int
     deaths_proposed: int
-    redraws_accepted: int = 0
-    redraws_proposed: int = 0
 
 
 def noise_function(noise: NoiseArrays) -> Callable[[np.ndarray], float]:
@@ -281,16 +274,9 @@ def collapsible_noise(noise: NoiseArrays) -> bool:
 
 
 def collapsible(target: SumsTarget) -> bool:
-    """Whether :func:`collapsed_step` applies (and the redraw move): a vector latent (the normal
+    """Whether :func:`collapsed_step` applies: a vector latent (the normal
     approximation) with :func:`collapsible_noise`."""
     return bool(target.family.vector and collapsible_noise(target.noise))
-
-
-def _draw_noise(rng: np.random.Generator, noise: NoiseArrays) -> np.ndarray:
-    """One draw of continuous Laplace or Gaussian noise (``_redraws``)."""
-    size = noise.scale.shape[0]
-    gaussian, laplace = rng.standard_normal(size), rng.laplace(0.0, 1.0, size)
-    return noise.scale * np.where(noise.shape_code == SHAPE_SQUARE, gaussian, laplace)
 
 
 def step(
@@ -315,15 +301,6 @@ def step(
         if log_u < proposal_lp + proposal_noise - current_lp - noise_lp:
             latent, current_lp, noise_lp = proposal, proposal_lp, proposal_noise
             sums_accepted += 1
-    redraws = sums_proposed if collapsible(target) else 0
-    redraws_accepted = 0
-    for _ in range(redraws):
-        proposal = released - _draw_noise(rng, target.noise)
-        proposal_lp = family.log_p(proposal, n, theta)
-        if math.log(rng.random()) < proposal_lp - current_lp:
-            latent, current_lp = proposal, proposal_lp
-            noise_lp = noise_at(released - proposal @ matrix)
-            redraws_accepted += 1
     if target.unbounded:
         n_lp = n_noise_at(np.array([target.n_dp - n])) + _log_prior(target, n)
         for _ in range(params.n_moves):
@@ -360,8 +337,6 @@ def step(
         births,
         deaths_accepted,
         deaths,
-        redraws_accepted,
-        redraws,
     )
     return SumsState(latent, n, noise_lp), info
 
