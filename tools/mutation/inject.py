@@ -6,7 +6,8 @@ The JSON file lists bugs as objects with ``name``, ``path`` (in the package), ``
 occurs exactly once in the file), ``new`` and ``tests`` (test files). Each bug is applied to a
 scratch copy of the checkout (``git worktree``-free: HEAD's files copied to a temporary folder),
 the tests run with ``-x`` against that copy (``PYTHONPATH``), and the file is restored. Prints
-CAUGHT (with the first failing test) or SURVIVED per bug; exits 1 if any survived.
+CAUGHT (with the first failing test, or a run past ``TIMEOUT``) or SURVIVED per bug; exits 1 if
+any survived.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Seconds after which a bug's tests count as hung, i.e. the bug as caught.
+TIMEOUT = 300
 
 
 def run(bug: dict, scratch: Path) -> tuple[bool, str]:
@@ -50,7 +53,10 @@ def run(bug: dict, scratch: Path) -> tuple[bool, str]:
             env={**os.environ, "PYTHONPATH": str(scratch)},
             capture_output=True,
             text=True,
+            timeout=TIMEOUT,
         )
+    except subprocess.TimeoutExpired:  # a bug that makes the tests hang is caught (CI times out)
+        return True, f"the tests ran past {TIMEOUT} s"
     finally:
         target.write_text(source)
     failed = [line for line in result.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
