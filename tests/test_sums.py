@@ -556,3 +556,5 @@ def test_each_latent_total_is_shaped_like_its_own_release():
     idata = pmdp.sample(model=model, augment="sums", draws=10, tune=10, chains=1, random_seed=3)
     posterior = idata["posterior"]
     assert posterior["z_total"].shape == (1, 10, 3) and posterior["a_total"].shape == (1, 10)
+    # moved from the step's stats, not copied: no total is left in sample_stats
+    assert not {"total_z", "total_a"} & set(idata["sample_stats"].data_vars)
