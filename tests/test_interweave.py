@@ -855,3 +855,24 @@ def test_vars_that_are_not_continuous_parameters_are_refused_naming_them():
     ):
         pmdp.Interweave(vars=[x], model=model)
     assert [v.name for v in pmdp.Interweave(vars=[mu], model=model).vars] == ["mu"]
+
+
+def test_the_move_waits_for_records_of_the_chains_n():
+    """Where the record containers do not hold the point's ``n`` records (the move placed before
+    the records step, in a chain's first iteration), the move leaves the point as it is and
+    reports no step: 0 steps, off, rate 0.0."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        n = pmdp.SampleSize("n", n_dp=40, mechanism=N_MECHANISM)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -5, 5), pmdp.Laplace(scale=10.0, sensitivity=5.0), observed=60.0
+        )
+    move = pmdp.Interweave(model=model)
+    point = model.initial_point()
+    held = compile_model(model).tables[0].current_records()[0].shape[0]
+    point["n"] = np.asarray(held + 3, dtype=point["n"].dtype)
+    new_point, (stats,) = move.step(point)
+    assert new_point is point
+    assert stats["interweave_steps"] == 0 and not stats["interweave_on"]
+    assert stats["interweave_accept_rate"] == 0.0 and not stats["interweave_compiled"]
