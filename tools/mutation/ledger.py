@@ -20,6 +20,7 @@ session from ``tools/mutation/ledger/NAME.jsonl`` and exports to it every few mi
 """
 
 import json
+import re
 import sqlite3
 import sys
 from collections import defaultdict
@@ -62,7 +63,14 @@ def _mutants(con: sqlite3.Connection) -> list[tuple[str, tuple]]:
 
 
 def _test_command(config: Path) -> str:
-    return load_config(str(config))["test-command"]
+    """The config's test command, with the run's own socket (``$MUTATION_DIR.sock``, which
+    ``run.sh`` writes into its copy of the config) read as the default one: the same selection
+    run from another folder is the same command."""
+    return _normalised(load_config(str(config))["test-command"])
+
+
+def _normalised(command: str) -> str:
+    return re.sub(r"\S+\.sock\b", "/tmp/pmdp-mutation.sock", command, count=1)
 
 
 def _read(ledger: Path) -> dict[tuple, dict]:
@@ -106,7 +114,7 @@ def seed(session: Path, config: Path, ledger: Path) -> None:
     entries = {
         key: entry
         for key, entry in _read(ledger).items()
-        if entry["outcome"] == "KILLED" or entry["tests"] == tests
+        if entry["outcome"] == "KILLED" or _normalised(entry["tests"]) == tests
     }
     with sqlite3.connect(session) as con:
         done = {j for (j,) in con.execute("SELECT job_id FROM work_results")}
