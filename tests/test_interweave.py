@@ -876,3 +876,55 @@ def test_the_move_waits_for_records_of_the_chains_n():
     assert new_point is point
     assert stats["interweave_steps"] == 0 and not stats["interweave_on"]
     assert stats["interweave_accept_rate"] == 0.0 and not stats["interweave_compiled"]
+
+
+def test_the_move_moves_the_continuous_parameters_only():
+    """The default ``vars``: every continuous parameter; not ``n``, and not a discrete parameter
+    of the model (here ``k``, which only shifts the records' location)."""
+    from pymc_unbounded_dp.interweave import moving_parameters
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu")
+        k = pm.Poisson("k", 2.0)
+        n = pmdp.SampleSize("n", n_dp=30, mechanism=N_MECHANISM)
+        x = pmdp.Records("x", pm.Normal.dist(mu + k, 1), n=n)
+        pmdp.PrivatizedSum(
+            "s", pm.math.clip(x, -9, 9), pmdp.Laplace(scale=20.0, sensitivity=9.0), observed=30.0
+        )
+    names = [v.name for v in moving_parameters(model, compile_model(model))]
+    assert names == ["mu"]
+
+
+def test_the_tuner_sees_the_rest_of_the_iterations_jump():
+    """The cost rule compares the move's jumps with those of the rest of the iteration: the
+    tuner gets, at each tuning iteration after the first, the move's entry point minus its exit
+    point of the previous iteration."""
+    from pymc_unbounded_dp.kernels import interweave as rw
+
+    model = model_of("regression", True)
+    entries, updates = [], []
+    step_fn, update_fn = pmdp.Interweave.step, rw.Tuner.update
+
+    def spy_step(self, point):
+        entries.append(np.concatenate([np.ravel(point[k]) for k in self._names]).copy())
+        return step_fn(self, point)
+
+    def spy_update(self, position, info, centred_jump=None):
+        updates.append((position.copy(), None if centred_jump is None else centred_jump.copy()))
+        return update_fn(self, position, info, centred_jump)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pmdp.Interweave, "step", spy_step)
+        patch.setattr(rw.Tuner, "update", spy_update)
+        pmdp.sample(
+            augment="records",
+            model=model,
+            random_seed=2,
+            interweave={"n_steps": 3, "backend": "python"},
+            **{**SAMPLE, "tune": 5, "draws": 1, "chains": 1},
+        )
+    # one update per tuning call that made steps; the last call (the draw) makes none
+    entries = entries[-len(updates) - 1 : -1]
+    assert len(updates) >= 4 and updates[0][1] is None
+    for k in range(1, len(updates)):
+        np.testing.assert_allclose(updates[k][1], entries[k] - updates[k - 1][0], rtol=1e-12)
