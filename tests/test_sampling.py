@@ -491,3 +491,23 @@ def test_the_accuracy_figure_is_taken_at_the_posterior_means_with_only_integers_
     for values, size in (([np.array(2.0), np.array(8)], 8), ([np.array(1.6), np.array(7)], 7)):
         other = approximation_accuracy(law, values, size).berry_esseen
         assert abs(other - expected.berry_esseen) > 1e-6 * expected.berry_esseen
+
+
+def test_idata_kwargs_reach_pymc_and_blas_threads_may_be_none():
+    """``idata_kwargs`` other than the package's ``log_likelihood`` go to ``pm.sample`` (here
+    ``include_transformed``), and ``blas_threads=None`` leaves the BLAS threads as they are."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=4.0)
+    idata = pmdp.sample(
+        model=model,
+        draws=5,
+        tune=5,
+        chains=1,
+        random_seed=1,
+        blas_threads=None,
+        idata_kwargs={"include_transformed": True},
+        progressbar=False,
+    )
+    assert "theta_logodds__" in idata["posterior"]

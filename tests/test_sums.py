@@ -538,21 +538,29 @@ def test_a_large_known_n_is_filled_by_the_records_level_and_drawn_at_full_length
     assert np.all(np.abs(s.reshape(-1) - rows * theta_draws.reshape(-1)) < 10 * np.sqrt(rows))
 
 
-def test_each_latent_total_is_shaped_like_its_own_release():
-    """Two tables at the sums level, a histogram ``z`` (3 counts) declared before a scalar
-    count ``a``: each latent total in the posterior takes its own release's shape."""
+@pytest.mark.parametrize("histogram_first", [True, False], ids=["z-then-a", "a-then-z"])
+def test_each_latent_total_is_shaped_like_its_own_release(histogram_first):
+    """Two tables at the sums level, a histogram ``z`` (3 counts) and a scalar count ``a``,
+    declared in either order: each latent total in the posterior takes its own release's
+    shape."""
     import pytensor.tensor as pt
 
-    with pm.Model() as model:
+    def histogram():
         p = pm.Dirichlet("p", np.ones(3))
         z = pmdp.Records("z_rec", pm.Categorical.dist(p), n=20)
         pmdp.PrivatizedSum(
             "z", pt.eq(z[:, None], np.arange(3)), pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
             observed=[5.0, 7.0, 8.0],
         )  # fmt: skip
+
+    def count():
         theta = pm.Beta("theta", 1, 1)
         a = pmdp.Records("a_rec", pm.Bernoulli.dist(theta), n=15)
         pmdp.PrivatizedSum("a", a, SUM_NOISE, observed=6.0)
+
+    with pm.Model() as model:
+        for declare in (histogram, count) if histogram_first else (count, histogram):
+            declare()
     idata = pmdp.sample(model=model, augment="sums", draws=10, tune=10, chains=1, random_seed=3)
     posterior = idata["posterior"]
     assert posterior["z_total"].shape == (1, 10, 3) and posterior["a_total"].shape == (1, 10)
