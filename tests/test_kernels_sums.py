@@ -330,6 +330,47 @@ def test_the_gamma_chain_has_the_exact_law_of_n():
     assert_pmf_matches(ns_draws, ns, pmf, "Gamma n")
 
 
+def test_the_normal_approximation_chain_has_the_exact_law_of_n():
+    """A vector latent (the normal approximation's ``N(n m, n C)`` of four totals) under
+    ``step``'s moves: the pmf of ``n`` against the exact one, a product of normal-Laplace
+    convolutions (diagonal ``C``) times the count's noise, ``n = 0`` included (the totals are
+    then exactly 0). The normaliser's ``(2 pi n)^(d/2)`` matters here: with ``d = 1`` in it
+    instead of 4 the pmf of ``n`` tilts by ``n^1.5``."""
+    mean = np.array([0.5, -0.3, 0.2, 0.1])
+    variances = np.array([1.0, 0.5, 2.0, 1.0])
+    s_dp, n_dp = np.array([4.3, -2.0, 1.1, 0.2]), 8
+    params = (mean, np.diag(variances))
+    target = _target(laws.NORMAL_APPROXIMATION, params, s_dp, np.eye(4), n_dp)
+    ns_draws, latent = _run(target, n_dp)
+    ns = np.arange(0, 60)
+
+    def log_marginal(n):
+        out = np.empty(n.shape)
+        positive = n > 0
+        m = n[positive, None]
+        out[positive] = log_normal_laplace(s_dp, m * mean, m * variances, SUM_NOISE.scale).sum(1)
+        out[~positive] = SUM_NOISE.logpdf(s_dp).sum()
+        return out
+
+    pmf = _exact_continuous_n(log_marginal, n_dp, ns)
+    assert_pmf_matches(ns_draws, ns, pmf, "Normal approx n")
+    # each total: mean and centred variance of its mixture over n, by quadrature given each n
+    grid = np.linspace(-40.0, 40.0, 16_001)
+    for j in range(4):
+        first, second = 0.0, 0.0
+        for n, weight in zip(ns[1:], pmf[1:]):
+            log_w = stats.norm.logpdf(grid, n * mean[j], np.sqrt(n * variances[j]))
+            log_w = log_w + SUM_NOISE.logpdf(s_dp[j] - grid)
+            w = np.exp(log_w - log_w.max())
+            w /= w.sum()
+            first += weight * (w @ grid)
+            second += weight * (w @ grid**2)
+        total_mean = first
+        assert_mean_and_spread_match(
+            latent[..., j], total_mean, second - total_mean**2, f"Normal approx L[{j}]"
+        )
+
+
 def test_the_kernel_is_reproducible_at_a_hundred_million_records():
     """Same seed, same draws; the state of a 10^8-record table is a few numbers, and the chain
     stays at the release."""
