@@ -394,3 +394,10 @@ def test_a_subclass_of_mechanism_without_the_methods_gets_the_defaults():
     assert Staircase.calibrate(Guarantee(epsilon=1.0), 1.0) is None
     assert mechanism.budget_for_mean_abs(1.0) is None
     assert mechanism.tail_width(3.0) == 4.0  # the log-density falls by |e|: 3 nats beyond 3
+
+
+def test_a_guarantee_takes_its_figures_by_name_only():
+    """``Guarantee(1.0)`` could be epsilon, rho or mu: the figures are keyword-only."""
+    with pytest.raises(TypeError):
+        Guarantee(1.0)
+    assert Guarantee(epsilon=1.0).epsilon == 1.0
