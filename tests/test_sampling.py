@@ -493,21 +493,14 @@ def test_the_accuracy_figure_is_taken_at_the_posterior_means_with_only_integers_
         assert abs(other - expected.berry_esseen) > 1e-6 * expected.berry_esseen
 
 
-def test_idata_kwargs_reach_pymc_and_blas_threads_may_be_none():
+def test_idata_kwargs_reach_pymc_and_blas_threads_may_be_none(small_model):
     """``idata_kwargs`` other than the package's ``log_likelihood`` go to ``pm.sample`` (here
     ``include_transformed``), and ``blas_threads=None`` leaves the BLAS threads as they are."""
-    with pm.Model() as model:
-        theta = pm.Beta("theta", 1, 1)
-        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
-        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=4.0)
     idata = pmdp.sample(
-        model=model,
-        draws=5,
-        tune=5,
-        chains=1,
+        model=small_model,
         random_seed=1,
         blas_threads=None,
         idata_kwargs={"include_transformed": True},
-        progressbar=False,
+        **{**SAMPLE, "draws": 5, "tune": 5, "chains": 1},
     )
     assert "theta_logodds__" in idata["posterior"]
