@@ -167,6 +167,8 @@ def test_statements_of_the_mechanism():
     assert C <= mechanism.tail_width(20.0) <= 4 * C
     bare = pmdp.CustomMechanism(truncated_logp, truncated_simulate, privacy={"epsilon": 1.0})
     assert bare.norm is None and bare.sensitivity is None
+    pure = truncated(privacy={"epsilon": 1.0, "delta": 0.0})  # a zero is a figure like another
+    assert pure.privacy == {"epsilon": 1.0, "delta": 0.0}
 
 
 def test_simulate_has_the_signature_of_the_built_in_one():
@@ -188,6 +190,16 @@ def test_simulate_has_the_signature_of_the_built_in_one():
     with pytest.warns(FutureWarning, match=r"simulate\(size=..., rng=...\).*name its parameters"):
         legacy = truncated(simulate=lambda g, s: g.laplace(0.0, B, s), numba_logp=None)
     np.testing.assert_array_equal(legacy.simulate((2, 3), rng=7), expected)
+
+    P = {"epsilon": 1.0}
+
+    def build_legacy():
+        return pmdp.CustomMechanism(truncated_logp, lambda g, s: g.laplace(0, B, s), privacy=P)
+
+    with pytest.warns(FutureWarning) as got:
+        build_legacy()
+    call = build_legacy.__code__.co_firstlineno + 1
+    assert (got[0].filename, got[0].lineno) == (__file__, call)  # the warning names the user's line
 
 
 def test_release_refuses_without_an_exact_sampler_and_uses_the_one_given():
@@ -234,6 +246,7 @@ def _bad(**kwargs):
         (_bad(discrete=True), ValueError, "discrete"),
         (_bad(discrete="yes"), TypeError, "discrete"),
         (_bad(norm=None), ValueError, "sensitivity"),
+        (_bad(sensitivity=None), ValueError, "sensitivity"),  # a norm without a sensitivity
         (_bad(norm="l3"), ValueError, "norm"),
         (_bad(sensitivity=-1.0), ValueError, "sensitivity"),
         (_bad(name=3), TypeError, "name"),
@@ -265,11 +278,44 @@ def test_the_checks_of_a_custom_density_say_what_went_wrong_and_where():
         truncated(numba_logp=off_at_2_5)
 
     @nb.njit
-    def off_at_two_points(e):  # the larger error (2.0) at 0.25: that is the point named
-        return truncated_numba(e) + (0.5 if e == 2.5 else 2.0 if e == 0.25 else 0.0)
+    def off_at_two_points(e):  # the larger error (2.0, below) at 0.25: that is the point named
+        return truncated_numba(e) + (0.5 if e == 2.5 else -2.0 if e == 0.25 else 0.0)
 
     with pytest.raises(ValueError, match=r"differ at noise 0.25: "):
         truncated(numba_logp=off_at_two_points)
+
+
+def test_a_logp_that_is_not_a_density_of_its_noise_is_refused_with_the_reason():
+    """Each check says what it found: the shape or type of what ``logp`` returned, a constant,
+    a NaN (at the first noise value where it is NaN, also one the simulator draws)."""
+    cases = [
+        (lambda e: pt.outer(e, e), r"on a noise of ndim 1 it returned ndim 2, dtype float64"),
+        (lambda e: pt.lt(e, 1.0), r"return numbers; .* it returned ndim 1, dtype bool"),
+        (lambda e: pt.constant(-1.0), r"does not depend on its argument"),
+        (lambda e: pt.log(e + 10.0), r"`logp` is NaN at noise -30; a log-density must be"),
+    ]
+    for logp, message in cases:
+        with pytest.raises(
+            ValueError, match=rf"CustomMechanism\('truncated Laplace'\): .*{message}"
+        ):
+            truncated(logp=logp, numba_logp=None)
+    lower_half = lambda e: pt.switch(pt.ge(e, -40.0), truncated_logp(e), np.nan)  # noqa: E731
+    truncated(logp=lower_half, numba_logp=None)  # NaN below every check point: accepted
+    with pytest.raises(ValueError, match=r"`logp` is NaN at noise -4[0-9.]*; a log-density"):
+        truncated(
+            logp=lower_half,
+            simulate=lambda size, rng: np.full(size, -45.0),
+            numba_logp=truncated_numba,
+        )
+
+
+def test_a_logp_elementwise_up_to_rounding_is_accepted():
+    """A vector and its values one at a time may differ in the last bits (vectorised
+    arithmetic); a relative difference of about 1e-14 is accepted (the check's rtol is 1e-12),
+    while the 1e-3 mean of the bad-input cases is refused."""
+    rounding = lambda e: truncated_logp(e) + 1e-17 * pt.sum(e)  # noqa: E731
+    mechanism = truncated(logp=rounding)
+    np.testing.assert_allclose(mechanism.logpdf([0.0]), [-LOG_Z], rtol=1e-15)
 
 
 def test_a_custom_mechanism_on_the_integers_is_minus_infinity_off_the_lattice():
@@ -288,8 +334,8 @@ def test_a_custom_mechanism_on_the_integers_is_minus_infinity_off_the_lattice():
         numba_logp=numba_logp,
     )
     np.testing.assert_allclose(
-        discrete.logpdf([0.0, 1.0, -2.0, 0.5]),
-        [log_norm, log_norm - 1 / B, log_norm - 2 / B, -np.inf],
+        discrete.logpdf([0.0, 1.0, -2.0, 0.5, 0.7, -1.2]),
+        [log_norm, log_norm - 1 / B, log_norm - 2 / B, -np.inf, -np.inf, -np.inf],
     )
 
 

@@ -153,6 +153,8 @@ def test_guarantees_are_computed_from_scale_and_sensitivity():
         (lambda: pmdp.Laplace(epsilon=-1), "epsilon"),
         (lambda: pmdp.Laplace(epsilon=math.inf), "epsilon"),
         (lambda: pmdp.Laplace(scale=0), "scale"),
+        (lambda: pmdp.Laplace(scale=-1), "`scale` must be finite and > 0"),  # not its epsilon
+        (lambda: pmdp.Gaussian(sigma=-1), "`sigma` must be finite and > 0"),
         (lambda: pmdp.Laplace(epsilon=1, scale=1), "exactly one"),
         (lambda: pmdp.Laplace(), "exactly one"),
         (lambda: pmdp.Laplace(epsilon=1, sensitivity=-1), "sensitivity"),
@@ -237,6 +239,8 @@ def test_discrete_release_keeps_exact_large_integers():
     # Python ints in an object array (NumPy's array of big integers) are taken exactly too
     released = pmdp.DiscreteLaplace(scale=1e-3).release(np.array([2**62 + 1, 3], dtype=object))
     assert released.tolist() == [2**62 + 1, 3]
+    with pytest.raises(TypeError, match=r"`value` must be numeric, got dtype <U1\."):
+        pmdp.DiscreteLaplace(epsilon=1).release(np.array(["1"]))  # strings are not numbers
 
 
 # --------------------------------------------------------------------------------------------------

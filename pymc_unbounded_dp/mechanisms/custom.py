@@ -221,16 +221,19 @@ class CustomMechanism(Mechanism):
                 f"{owner}: `logp` must act elementwise on the noise and return numbers; on a "
                 f"noise of ndim {noise.ndim} it returned ndim {out.ndim}, dtype {out.dtype}."
             )
-        free = [
-            v
-            for v in ancestors([out])
-            if v.owner is None and v is not noise and not isinstance(v, Constant)  # any constant
-        ]
-        if check and free:
-            raise ValueError(
-                f"{owner}: `logp` must depend on the noise only (the mechanism is fixed), but it "
-                f"uses {free}."
-            )
+        if check:
+            inputs = [v for v in ancestors([out]) if v.owner is None]
+            free = [v for v in inputs if v is not noise and not isinstance(v, Constant)]
+            if free:
+                raise ValueError(
+                    f"{owner}: `logp` must depend on the noise only (the mechanism is fixed), but "
+                    f"it uses {free}."
+                )
+            if not any(v is noise for v in inputs):
+                raise ValueError(
+                    f"{owner}: `logp` must be a log-density of the noise, but it does not depend "
+                    "on its argument (a constant is not a normalised density)."
+                )
         return pt.cast(pt.broadcast_to(out, noise.shape), "float64")
 
     def logp(self, noise: pt.TensorLike) -> pt.TensorVariable:
@@ -275,10 +278,11 @@ class CustomMechanism(Mechanism):
                 f"{owner}: `logp` must act elementwise on the noise; on {_CHECK_POINTS.size} "
                 f"values it raised {str(error).splitlines()[0]!r}."
             ) from None
+        _refuse_nan(whole, _CHECK_POINTS, owner)
         alone = np.concatenate(
             [function(_CHECK_POINTS[i : i + 1]) for i in range(_CHECK_POINTS.size)]
         )
-        if not np.allclose(whole, alone, rtol=1e-12, atol=0.0, equal_nan=True):
+        if not np.allclose(whole, alone, rtol=1e-12, atol=0.0):
             raise ValueError(
                 f"{owner}: `logp` must act elementwise on the noise (no sums or other operations "
                 "across values): on a vector it differs from its values taken one at a time."
@@ -289,6 +293,7 @@ class CustomMechanism(Mechanism):
         if self.discrete:
             points = np.round(points)
         expected = self.logpdf(points)
+        _refuse_nan(expected, points, owner)
         try:
             got = np.array([float(self._numba_logp(float(x))) for x in points])
         except Exception as error:
@@ -296,11 +301,11 @@ class CustomMechanism(Mechanism):
                 f"{owner}: `numba_logp` must be a numba function of one float returning a float; "
                 f"calling it raised {error!r}."
             ) from error
-        if not np.allclose(got, expected, rtol=1e-9, atol=1e-12, equal_nan=True):
-            same = (got == expected) | (np.isnan(got) & np.isnan(expected))  # -inf == -inf too
+        if not np.allclose(got, expected, rtol=1e-9, atol=1e-12):
+            same = got == expected  # -inf == -inf too
             gap = np.zeros_like(got)
-            gap[~same] = np.abs(got[~same] - expected[~same])  # no inf - inf: no NaN, no warning
-            worst = int(np.argmax(gap))
+            gap[~same] = np.abs(got[~same] - expected[~same])  # no inf - inf; NaN if `got` is
+            worst = int(np.argmax(gap))  # the first NaN, else the largest gap
             raise ValueError(
                 f"{owner}: `numba_logp` and `logp` differ at noise {points[worst]:g}: "
                 f"{got[worst]:g} vs {expected[worst]:g}; they must be the same log-density."
@@ -342,6 +347,16 @@ class CustomMechanism(Mechanism):
         else:
             values = _release_reals(value, owner)
         return np.asarray(self._release(values))
+
+
+def _refuse_nan(log_density: np.ndarray, points: np.ndarray, owner: str) -> None:
+    """A ``ValueError`` naming the first noise value at which the user's ``logp`` is NaN."""
+    nan = np.flatnonzero(np.isnan(log_density))
+    if nan.size:
+        raise ValueError(
+            f"{owner}: `logp` is NaN at noise {points[nan[0]]:g}; a log-density must be a number "
+            "or -inf (outside the support) at every noise value."
+        )
 
 
 def _simulator_of(function: Callable, owner: str) -> Callable:
