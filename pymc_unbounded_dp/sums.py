@@ -182,13 +182,10 @@ class TableLaw:
                 else np.zeros(self.matrix.shape[0])
             )
             totals.append(latent @ self.matrix)
-        totals = np.array(totals)
-        out, start = {}, 0
-        for sum_spec in spec.sums:
-            size_k = int(np.prod(sum_spec.shape, dtype=int))
-            block = totals[:, start : start + size_k].reshape(-1, *sum_spec.shape)
-            out[sum_spec.name] = block + sum_spec.mechanism.simulate(block.shape, rng=rng)
-            start += size_k
+        out = {
+            sum_spec.name: block + sum_spec.mechanism.simulate(block.shape, rng=rng)
+            for sum_spec, block in zip(spec.sums, self._by_release(np.array(totals)).values())
+        }
         if spec.sample_size is not None:
             mechanism = spec.sample_size.mechanism
             out[spec.sample_size.release_rv.name] = counts + mechanism.simulate(
@@ -242,10 +239,15 @@ class TableLaw:
 
     def totals(self, latent: np.ndarray) -> dict[str, np.ndarray]:
         """The true total of each released sum of the table at ``latent``, by release name."""
-        flat, start, out = latent @ self.matrix, 0, {}
+        return self._by_release(latent @ self.matrix)
+
+    def _by_release(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """``(..., D)`` totals of the table's releases, concatenated in declaration order, split
+        into release name -> ``(..., *shape)``."""
+        out, start = {}, 0
         for spec in self.table.spec.sums:
             size = int(np.prod(spec.shape, dtype=int))
-            out[spec.name] = flat[start : start + size].reshape(spec.shape)
+            out[spec.name] = flat[..., start : start + size].reshape(*flat.shape[:-1], *spec.shape)
             start += size
         return out
 
@@ -518,6 +520,11 @@ def _counts_law(compiled: CompiledTable, rv, support: np.ndarray) -> TableLaw:
         points,
         warn_rvs=False,
     )
+    # PyMC computes some log-pmfs in float32 (DiscreteUniform's, of integer bounds): normalised
+    # in float64, the probabilities sum to 1 to double precision (the counts' density multiplies
+    # their error by n, up to 10^8).
+    single = pt.cast(single, "float64")
+    single = single - pt.logsumexp(single)
     (log_p,) = _at_values(model, [single])
     matrix = np.asarray(statistic_function(spec)(support.astype(rv.dtype)), dtype=np.float64)
     name = spec.records[0].name
@@ -525,21 +532,19 @@ def _counts_law(compiled: CompiledTable, rv, support: np.ndarray) -> TableLaw:
         table=compiled,
         family=laws.COUNTS,
         matrix=matrix.reshape(len(support), -1),
-        parameters=[pt.cast(log_p, "float64")],
-        natural_parameters=[pt.cast(single, "float64")],
+        parameters=[log_p],
+        natural_parameters=[single],
         latent=pytensor.shared(np.zeros(len(support)), name=f"{spec.label}_latent_counts"),
         description=f"Multinomial counts of the {len(support)} values of {name!r} (exact)",
     )
 
 
 def _records_outside_sums(compiled: CompiledModel) -> list[str]:
-    """Model variables other than the releases that read the records (the sums level refuses)."""
-    model = compiled.model
+    """The deterministics that read the records: the sums level, which draws no records,
+    refuses them. (A density term that reads the records, a Potential, a parameter's prior or
+    another observed variable, is refused at every level when the model is compiled.)"""
     records = [r.rv for r in compiled.blocks.records]
-    releases = {s.release_rv for s in compiled.blocks.sums}
-    others = [v for v in model.deterministics + model.potentials + model.free_RVs]
-    others += [v for v in model.observed_RVs if v not in releases and v not in records]
-    return [v.name for v in others if depends_on(v, records) and v not in records]
+    return [v.name for v in compiled.model.deterministics if depends_on(v, records)]
 
 
 def resolve_augment(

@@ -32,6 +32,7 @@ from oracles import (
     normal_posterior,
     poisson_window_posterior,
 )
+from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._registry import model_blocks
@@ -287,6 +288,104 @@ def test_negative_binomial_sum_matches_the_exact_posterior():
     assert_mean_and_spread_match(draws_of(idata, "p"), exact["p_mean"], exact["p_var"], "NB p")
 
 
+# -- the law each record family gets: its parameters at a point, against SciPy -----------------------
+CLOSED_UNDER_SUMS = {  # record law (parameter at its initval), and the law of n records' sum
+    "exponential": (
+        lambda: pm.Exponential.dist(pm.Exponential("lam", 1.0, initval=2.0)),
+        lambda t, n: stats.gamma.logpdf(t, n, scale=0.5),
+    ),
+    "gamma": (
+        lambda: pm.Gamma.dist(pm.Gamma("alpha", 2.0, 1.0, initval=1.5), 2.0),
+        lambda t, n: stats.gamma.logpdf(t, n * 1.5, scale=0.5),
+    ),
+    "normal": (
+        lambda: pm.Normal.dist(pm.Normal("mu", 0.0, 1.0, initval=1.0), 2.0),
+        lambda t, n: stats.norm.logpdf(t, n * 1.0, 2.0 * np.sqrt(n)),
+    ),
+    "poisson": (
+        lambda: pm.Poisson.dist(pm.Gamma("mu", 2.0, 1.0, initval=2.5)),
+        lambda t, n: stats.poisson.logpmf(t, n * 2.5),
+    ),
+    "negative-binomial": (
+        lambda: pm.NegativeBinomial.dist(n=2.0, p=pm.Beta("p", 2.0, 2.0, initval=0.4)),
+        lambda t, n: stats.nbinom.logpmf(t, n * 2.0, 0.4),
+    ),
+}
+
+FINITE_SUPPORT = {  # record law, its support and pmf (SciPy)
+    "bernoulli": (
+        lambda: pm.Bernoulli.dist(pm.Beta("p", 1, 1, initval=0.3)),
+        np.arange(2),
+        stats.bernoulli(0.3).pmf,
+    ),
+    "binomial": (
+        lambda: pm.Binomial.dist(3, pm.Beta("p", 1, 1, initval=0.3)),
+        np.arange(4),
+        stats.binom(3, 0.3).pmf,
+    ),
+    "discrete-uniform": (
+        lambda: (pm.Beta("p", 1, 1), pm.DiscreteUniform.dist(-1, 2))[1],
+        np.arange(-1, 3),
+        lambda k: np.full(len(k), 0.25),
+    ),
+    "categorical": (
+        lambda: pm.Categorical.dist(pm.Dirichlet("p", np.ones(3), initval=[0.2, 0.3, 0.5])),
+        np.arange(3),
+        lambda k: np.array([0.2, 0.3, 0.5])[k],
+    ),
+}
+
+
+def _law_of(make_record, statistic=lambda x: x, observed=3.0):
+    with pm.Model() as model:
+        x = pmdp.Records("x", make_record(), n=7)
+        pmdp.PrivatizedSum("s", statistic(x), SUM_NOISE, observed=observed, check_sensitivity=False)
+    (law,) = pmdp.DataAugmentation(model=model, augment="sums").records_step.laws
+    return law, law.parameters_at(model.initial_point())
+
+
+@pytest.mark.parametrize("family", list(CLOSED_UNDER_SUMS))
+def test_records_closed_under_sums_get_the_law_of_their_sum(family):
+    """Each family's parameters, read off the model at a point, give the law of the sum of n
+    records: a rate read as a scale (the Exponential's), or a parameter dropped, moves the
+    density by more than 1e-6 at every total checked."""
+    make_record, reference = CLOSED_UNDER_SUMS[family]
+    law, params = _law_of(make_record)
+    assert law.family.exact and "(exact)" in law.description
+    for n, total in ((7, 4.0), (7, 13.0), (30, 40.0)):
+        expected = reference(total, n)
+        np.testing.assert_allclose(law.family.log_p(np.array([total]), n, params), expected)
+
+
+@pytest.mark.parametrize("family", list(FINITE_SUPPORT))
+def test_finite_support_records_get_the_multinomial_law_of_their_counts(family):
+    """Every support point, the top one included, with its probability; the statistic at each
+    point is the matrix's row (here the value, and a clamp of it)."""
+    make_record, support, pmf = FINITE_SUPPORT[family]
+    law, params = _law_of(make_record)
+    np.testing.assert_allclose(law.matrix[:, 0], support)
+    np.testing.assert_allclose(np.exp(params[0]), pmf(support), rtol=1e-12)
+    counts = np.zeros(len(support))
+    counts[0], counts[-1] = 3, 4
+    np.testing.assert_allclose(
+        law.family.log_p(counts, 7, params), stats.multinomial.logpmf(counts, 7, pmf(support))
+    )
+    clamped, _ = _law_of(make_record, statistic=lambda x: pm.math.clip(x, 0, 1))
+    np.testing.assert_allclose(clamped.matrix[:, 0], np.clip(support, 0, 1))
+
+
+def test_only_the_plain_sum_of_records_closed_under_sums_has_an_exact_law():
+    """A table releasing the sum of Poisson records and the sum of their clamps: the clamp's
+    total is not Poisson, so the exact law is refused (and Poisson records have no moment rule
+    for the normal approximation)."""
+    with pytest.raises(ValueError, match="a released statistic of its Poisson records 'x' is not"):
+        _law_of(
+            CLOSED_UNDER_SUMS["poisson"][0],
+            statistic=lambda x: pm.math.stack([x, pm.math.clip(x, 0, 3)], 1),
+            observed=[3.0, 2.0],
+        )
+
+
 # -- what the sums level refuses, and what "auto" picks ---------------------------------------------
 def _clamped_normal_model(n_dp=50, deterministic=False):
     import pytensor.tensor as pt
@@ -385,14 +484,24 @@ def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
 
 
 def test_the_sums_level_refuses_records_used_outside_a_sum():
-    with pm.Model() as model:
-        theta = pm.Beta("theta", 1, 1)
-        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=20)
-        pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=5.0)
-        pm.Deterministic("share", x.mean())
+    """A Deterministic of the records is refused by the sums level only; a Potential (a density
+    term the moves would not see) by every level."""
+
+    def model_with(term):
+        with pm.Model() as model:
+            theta = pm.Beta("theta", 1, 1)
+            x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=20)
+            pmdp.PrivatizedSum("s", x, SUM_NOISE, observed=5.0)
+            term("share", x.mean())
+        return model
+
+    model = model_with(pm.Deterministic)
     with pytest.raises(ValueError, match="outside a PrivatizedSum, by 'share'"):
         pmdp.DataAugmentation(model=model, augment="sums")
     assert pmdp.DataAugmentation(model=model).augment == "records"
+    for augment in ("sums", "records", "auto"):
+        with pytest.raises(ValueError, match="The pm.Potential 'share' reads 'x'"):
+            pmdp.DataAugmentation(model=model_with(pm.Potential), augment=augment)
 
 
 def test_the_sums_level_refuses_record_requests_and_record_steps(bernoulli_model):
