@@ -247,7 +247,9 @@ class TableLaw:
         out, start = {}, 0
         for spec in self.table.spec.sums:
             size = int(np.prod(spec.shape, dtype=int))
-            out[spec.name] = flat[..., start : start + size].reshape(*flat.shape[:-1], *spec.shape)
+            out[spec.name] = flat[..., start : start + size].reshape(
+                flat.shape[:-1] + tuple(spec.shape)
+            )
             start += size
         return out
 

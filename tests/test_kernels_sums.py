@@ -269,9 +269,15 @@ def test_the_negative_binomial_chain_has_the_exact_joint_law():
     _check_integer_chain("NegativeBinomial", ns_draws, latent[..., 0], w, ns, ts)
 
 
-def test_the_counts_chain_has_the_exact_joint_law():
-    """Bernoulli records (two support points), statistic x: L = (zeros, ones)."""
-    theta, s_dp, n_dp = 0.3, 7.6, 25
+@pytest.mark.parametrize(
+    ("theta", "s_dp", "n_dp"),
+    [(0.3, 7.6, 25), (0.04, 0.3, 8)],
+    ids=["bulk", "near-an-empty-count"],
+)
+def test_the_counts_chain_has_the_exact_joint_law(theta, s_dp, n_dp):
+    """Bernoulli records (two support points), statistic x: L = (zeros, ones). Also where no one
+    is the likeliest count (``n theta`` about 0.3): the moves of the counts must empty a support
+    point as often as they fill it."""
     matrix = np.array([[0.0], [1.0]])
     target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), s_dp, matrix, n_dp)
     ns_draws, latent = _run(target, n_dp)
@@ -471,12 +477,19 @@ def _approximation_target(mean, covariance, released, n_dp=None):
     )
 
 
-def test_the_collapsed_sweep_has_the_exact_joint_law_of_n_and_the_total():
-    """One total, latent n: the pmf of n and the mean and centred variance of L against
-    quadrature of ``g(n) eta_n N(L; n mu, n sigma^2) eta_s(s_dp - L)``. Power: at 4 standard
-    errors (2 x 5,500 sweeps) a shift of the total's mean by ~0.05 of its sd or a 10% error in
-    its variance fails; a mixing law with the wrong shape is caught below."""
-    mu, sigma, s_dp, n_dp = 1.2, 1.5, 26.0, 20
+@pytest.mark.parametrize(
+    ("mu", "sigma", "s_dp", "n_dp"),
+    [(1.2, 1.5, 26.0, 20), (1.2, 1.5, 1.0, 1)],
+    ids=["bulk", "near-no-records"],
+)
+def test_the_collapsed_sweep_has_the_exact_joint_law_of_n_and_the_total(mu, sigma, s_dp, n_dp):
+    """One total, latent n: the pmf of n, and the mean and centred variance of L and of
+    ``L - n mu`` (which couples the two: a total left at the n before the sweep's moves of n
+    widens it by ``mu^2`` times the jump's variance), against quadrature of
+    ``g(n) eta_n N(L; n mu, n sigma^2) eta_s(s_dp - L)``; at n = 0 the total is exactly 0 (a
+    point mass, about half the posterior near no records). Power: at 4 standard errors
+    (2 x 5,500 sweeps) a shift of the total's mean by ~0.05 of its sd or a 10% error in its
+    variance fails; a mixing law with the wrong shape is caught below."""
     target = _approximation_target([mu], [[sigma**2]], [s_dp], n_dp)
     ns_draws, latent = _run(target, n_dp, seed=3, collapsed=True)
     ns, grid = np.arange(1, 60), np.linspace(-40.0, 100.0, 14001)
@@ -484,14 +497,31 @@ def test_the_collapsed_sweep_has_the_exact_joint_law_of_n_and_the_total():
         stats.norm.logpdf(grid[None, :], ns[:, None] * mu, np.sqrt(ns[:, None]) * sigma)
         + SUM_NOISE.logpdf(s_dp - grid)[None, :]
         + COUNT_NOISE.logpdf(n_dp - ns)[:, None]
+        + np.log(grid[1] - grid[0])  # a density times the cell: a mass, like n = 0's below
     )
-    w = np.exp(log_w - log_w.max())
-    w /= w.sum()
-    assert_pmf_matches(ns_draws, ns, w.sum(axis=1), "collapsed n")
-    t_pmf = w.sum(axis=0)
-    t_mean = float(np.sum(t_pmf * grid))
-    t_var = float(np.sum(t_pmf * (grid - t_mean) ** 2))
-    assert_mean_and_spread_match(latent[..., 0], t_mean, t_var, "collapsed L")
+    log_zero = float(SUM_NOISE.logpdf(s_dp) + COUNT_NOISE.logpdf(n_dp))  # n = 0, L = 0
+    top = max(log_w.max(), log_zero)
+    w, w_zero = np.exp(log_w - top), np.exp(log_zero - top)
+    total = w.sum() + w_zero
+    w, w_zero = w / total, w_zero / total
+    assert_pmf_matches(ns_draws, np.arange(0, 60), np.r_[w_zero, w.sum(axis=1)], "collapsed n")
+    for label, values, at in (
+        ("L", latent[..., 0], grid[None, :]),
+        ("L - n mu", latent[..., 0] - mu * ns_draws, grid[None, :] - mu * ns[:, None]),
+    ):
+        mean = float(np.sum(w * at))  # n = 0 adds w_zero x 0
+        var = float(np.sum(w * (at - mean) ** 2) + w_zero * mean**2)
+        assert_mean_and_spread_match(values, mean, var, f"collapsed {label}")
+
+
+def test_the_collapsed_sweep_is_for_continuous_laplace_or_gaussian_noise_on_every_total():
+    """The sweep writes each coordinate's noise as a normal scale mixture, which only Laplace
+    and Gaussian noise are: one other coordinate (Tulap, discrete, user-defined) rules it out."""
+    laplace, gaussian = pmdp.Laplace(epsilon=1.0), pmdp.Gaussian(sigma=1.0)
+    assert kernel.collapsible_noise(NoiseArrays.of([laplace, gaussian], [2, 1]))
+    for other in (pmdp.Tulap(epsilon=1.0), pmdp.DiscreteLaplace(epsilon=1.0)):
+        assert not kernel.collapsible_noise(NoiseArrays.of([laplace, other], [2, 1]))
+        assert not kernel.collapsible_noise(NoiseArrays.of([other, gaussian], [1, 2]))
 
 
 def _two_totals_moments(mean, covariance, s_dp, n):

@@ -466,6 +466,19 @@ def test_the_accuracy_figure_is_the_berry_esseen_bound_and_warns_when_poor():
         assert accuracy.integration_error < 1e-9  # the closed form has no rule to err
         assert accuracy.poor == (n == 10)
     assert "poor" in approximation_accuracy(law, [np.array(0.3)], 10).describe()
+    # where the moment rule errs (sqrt|x|: a kink at 0 and an unbounded slope), its error in sd
+    # of a total of n records grows like sqrt(n): the mean's error n e over the sd sqrt(n) sd_1
+    with pm.Model() as rooted:
+        mu = pm.Normal("mu", 0.5, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=300)
+        pmdp.PrivatizedSum(
+            "s", pm.math.sqrt(pm.math.abs(x)), SUM_NOISE, observed=250.0, check_sensitivity=False
+        )
+    (rooted_law,) = pmdp.DataAugmentation(model=rooted, augment="sums").records_step.laws
+    errors = [
+        approximation_accuracy(rooted_law, [np.array(0.4)], n).integration_error for n in (1, 100)
+    ]
+    assert errors[0] > 1e-6 and errors[1] == pytest.approx(10 * errors[0], rel=1e-9)
     assert Accuracy(exact=True).describe() == "exact"
     # a clamped Normal at a tiny n: the fit warns and the posterior says so
     model = _clamped_normal_model(n_dp=8)
