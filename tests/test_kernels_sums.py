@@ -169,6 +169,28 @@ def test_a_birth_adds_the_sum_of_fresh_records(case):
         assert_mean_and_spread_match(draws[None, :, k], mean[k], var[k], f"{case} born [{k}]")
 
 
+def test_the_normal_approximation_births_and_deaths_have_their_correlated_laws():
+    """Births: the totals of d fresh records, N(d m, d C); deaths: the normal bridge,
+    N(d L / n, d (n - d) / n C); with a full C, each total's variance and their sum's (which
+    has the covariance). An upper Cholesky factor in place of the lower draws with ``L'L``
+    instead of C: here a variance of 1.64 C_11 against C_11, many standard errors off."""
+    mean, covariance = np.array([0.5, -0.3]), np.array([[1.0, 0.8], [0.8, 2.0]])
+    params, latent, n, d = (mean, covariance), np.array([6.0, -2.0]), 10, 4
+    family, rng = laws.NORMAL_APPROXIMATION, np.random.default_rng(7)
+    born = np.array([family.draw_new(rng, d, params) for _ in range(20000)])
+    removed = np.array([family.draw_removed(rng, latent, n, d, params) for _ in range(20000)])
+    for label, draws, centre, spread in (
+        ("born", born, d * mean, d * covariance),
+        ("removed", removed, d * latent / n, d * (n - d) / n * covariance),
+    ):
+        for k in range(2):
+            assert_mean_and_spread_match(
+                draws[None, :, k], centre[k], spread[k, k], f"{label} [{k}]"
+            )
+        total = draws.sum(axis=1)[None, :]
+        assert_mean_and_spread_match(total, centre.sum(), spread.sum(), f"{label}, their sum")
+
+
 # -- chains of the kernel at fixed parameters against the exact joint law of (n, L) ----------------
 def _target(family, params, released, matrix, n_dp=None, death_law=None):
     released = np.atleast_1d(np.asarray(released, dtype=float))
