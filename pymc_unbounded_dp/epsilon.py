@@ -352,8 +352,7 @@ def choose_epsilon(
         )
 
     plans = {b: _plan_at(plan, b) for b in grid}
-    reference_factor = REFERENCE_FACTOR ** (2 if plan.measure == "rho" else 1)
-    reference = task(_plan_at(plan, grid[-1] * reference_factor), (2**63 - 1,))
+    reference = task(_plan_at(plan, _reference_budget(plan, grid[-1])), (2**63 - 1,))
     built = model(simulate_release(reference.plan, sums, n, reference.noise_seed))
     shapes = _check_params(built, params, owner)
     labels = [label for name in params for label, _ in _labels(name, shapes[name])]
@@ -382,6 +381,12 @@ def choose_epsilon(
         fits=fits,
         notes=notes,
     )
+
+
+def _reference_budget(plan: rl.Plan, largest: float) -> float:
+    """The budget whose noise scales are :data:`REFERENCE_FACTOR` times smaller than at
+    ``largest`` (scales go as ``1 / epsilon`` and as ``1 / sqrt(rho)``)."""
+    return largest * REFERENCE_FACTOR ** (2 if plan.measure == "rho" else 1)
 
 
 def _coverage_note(reference: dict | None, plan: rl.Plan, largest: float) -> str:

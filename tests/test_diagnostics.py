@@ -17,6 +17,7 @@ from pymc_unbounded_dp.diagnostics import (
     count_posterior,
     zero_delta,
 )
+from pymc_unbounded_dp.privacy import Guarantee
 
 
 def _laplace_mean_abs(epsilon: float) -> float:
@@ -122,6 +123,20 @@ def test_a_tables_releases_are_composed_then_converted(mechanisms, guarantee, de
     assert row.sums == ("s0", "s1")
     assert row.delta_s == pytest.approx(delta, abs=1e-10)
     assert row.bound == pytest.approx(min(1.0, delta * _laplace_mean_abs(1.0)), rel=1e-9)
+
+
+def test_pure_and_zcdp_compose_in_zcdp_beside_a_gaussian_dp_release():
+    """epsilon 0.5 and rho 0.125 compose to rho 0.25 (delta sqrt(0.125)), below their separate
+    deltas (0.2449 + 0.25); a mu-GDP release beside them still adds its own delta
+    (``2 Phi(mu / 2) - 1``), on either route."""
+    from pymc_unbounded_dp.diagnostics import _composed_delta
+
+    gdp = 2 * stats.norm.cdf(0.25) - 1
+    guarantees = [Guarantee(epsilon=0.5), Guarantee(rho=0.125), Guarantee(mu=0.5)]
+    label, delta = _composed_delta(guarantees)
+    assert label == "epsilon=0.5 + rho=0.125 + mu=0.5"
+    assert delta == pytest.approx(math.sqrt(0.125) + gdp, rel=1e-12)
+    assert _composed_delta(guarantees[:2])[1] == pytest.approx(math.sqrt(0.125), rel=1e-12)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -395,6 +410,9 @@ def test_compare_posteriors_recovers_known_shifts(kind):
         row = table.loc[label]
         assert abs(row["mean_shift"]) < 0.03 and abs(row["sd_ratio"] - 1) < 0.02
         assert row["interval_overlap"] > 0.96 and row["ks"] < 0.02
+    # intervals 10 sd apart do not overlap: 0, not a negative length
+    far = compare_posteriors(_as(kind, unbounded), _as(kind, _synthetic(rng, 10.0, 1.0)))
+    assert far.loc["mu", "interval_overlap"] == 0.0
 
 
 def test_compare_posteriors_refuses_bad_input():

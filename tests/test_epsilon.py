@@ -166,7 +166,7 @@ def test_a_fit_of_the_report_is_a_fit_by_hand(report, plan, records):
     by_hand = rl.Plan(list(plan.statistics.values()), epsilon=0.5, weights={"s": 0.75, "n": 0.25})
     sums = {"s": int(records["s"].sum())}
 
-    def posterior_sd(noise_seed, chain_seed):
+    def posterior_draws(noise_seed, chain_seed):
         release = simulate_release(by_hand, sums, N, int(noise_seed))
         with bernoulli_model(release):
             idata = pmdp.sample(
@@ -176,10 +176,14 @@ def test_a_fit_of_the_report_is_a_fit_by_hand(report, plan, records):
                 **FIT,
                 compute_convergence_checks=False,
             )
-        return float(idata["posterior"]["theta"].values.std(ddof=1))
+        return idata["posterior"]["theta"].values.ravel()
 
-    assert posterior_sd(row["noise_seed"], row["chain_seed"]) == pytest.approx(row["sd"], 1e-12)
-    fresh = posterior_sd(12345, 678)
+    draws = posterior_draws(row["noise_seed"], row["chain_seed"])
+    assert draws.std(ddof=1) == pytest.approx(row["sd"], 1e-12)
+    # the central 95% interval: 2.5% in each tail
+    interval = np.quantile(draws, [0.025, 0.975])
+    assert [row["lower"], row["upper"]] == pytest.approx(interval, 1e-12)
+    fresh = posterior_draws(12345, 678).std(ddof=1)
     expected, se = report.table.loc[0.5, ["sd(theta)", "sd_se(theta)"]]
     # the report's se is of the mean over 3 fits; one fit spreads sqrt(3) times as much
     assert abs(fresh - expected) < 4 * se * math.sqrt(3 + 1)
@@ -336,6 +340,10 @@ def test_a_replace_one_plan_compares_the_target_with_its_replacement(records, fa
     arguments = {"params": "theta", "replicates": 1, "truth": {"theta": 0.3}, "draws": 20}
     report = pmdp.choose_epsilon(records, bounded, bernoulli_model, [1.0], tune=20, **arguments)
     assert fake_risk.calls[-1][1:] == ({"s": 1}, 0.5, {"s": 0})  # the opposite bound
+    pmdp.choose_epsilon(
+        records, bounded, bernoulli_model, [1.0], record={"s": 0}, tune=20, **arguments
+    )
+    assert fake_risk.calls[-1][1:] == ({"s": 0}, 0.5, {"s": 1})  # the bound farther from 0
     assert "epsilon[n]" not in report.table  # n is public: no share
     assert "mean(n)" not in report.table
     with pytest.raises(ValueError, match="`replacement"):
@@ -351,6 +359,18 @@ def test_a_replace_one_plan_compares_the_target_with_its_replacement(records, fa
             replacement={"s": 0},
             **arguments,
         )
+
+
+@pytest.mark.parametrize("measure", ["epsilon", "rho"])
+def test_the_reference_fit_has_noise_ten_times_smaller_than_the_largest_budget(measure):
+    """Scales go as 1 / epsilon and as 1 / sqrt(rho): the reference budget is 10 epsilon or
+    100 rho."""
+    from pymc_unbounded_dp.epsilon import REFERENCE_FACTOR, _plan_at, _reference_budget
+
+    template = rl.Plan([rl.Statistic("s", 0, 1), rl.Count("n")], **{measure: 1.0})
+    largest = _plan_at(template, 4.0).mechanisms["s"].scale
+    reference = _plan_at(template, _reference_budget(template, 4.0)).mechanisms["s"].scale
+    assert reference == pytest.approx(largest / REFERENCE_FACTOR, rel=1e-12)
 
 
 def test_risk_of_a_count_is_the_closed_form(plan, records):

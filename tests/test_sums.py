@@ -375,15 +375,16 @@ def test_finite_support_records_get_the_multinomial_law_of_their_counts(family):
 
 
 def test_only_the_plain_sum_of_records_closed_under_sums_has_an_exact_law():
-    """A table releasing the sum of Poisson records and the sum of their clamps: the clamp's
-    total is not Poisson, so the exact law is refused (and Poisson records have no moment rule
-    for the normal approximation)."""
+    """A table releasing the sum of Poisson records and, in a second release, the sum of their
+    clamps: the clamp's total is not Poisson, so the exact law is refused (and Poisson records
+    have no moment rule for the normal approximation)."""
+    with pm.Model() as model:
+        x = pmdp.Records("x", CLOSED_UNDER_SUMS["poisson"][0](), n=7)
+        pmdp.PrivatizedSum("plain", x, SUM_NOISE, observed=3.0, check_sensitivity=False)
+        clamped = pm.math.clip(x, 0, 3)
+        pmdp.PrivatizedSum("clamped", clamped, SUM_NOISE, observed=2.0, check_sensitivity=False)
     with pytest.raises(ValueError, match="a released statistic of its Poisson records 'x' is not"):
-        _law_of(
-            CLOSED_UNDER_SUMS["poisson"][0],
-            statistic=lambda x: pm.math.stack([x, pm.math.clip(x, 0, 3)], 1),
-            observed=[3.0, 2.0],
-        )
+        pmdp.DataAugmentation(model=model, augment="sums")
 
 
 # -- what the sums level refuses, and what "auto" picks ---------------------------------------------

@@ -58,6 +58,10 @@ def test_minimax_rule_by_hand(records, dictionaries):
     assert result.worst_risk == pytest.approx(2 / 3)
     assert result.rule.equals(rules[2])
     assert result.risks.to_numpy() == pytest.approx(np.array([HAND[name] for name in order]))
+    # the worst case, not an average: three copies of d1 make C's mean risk the smallest
+    # (9/16 against A's 2/3) and change nothing
+    again = risk.minimax_rule(records, rules, [dictionaries[0]] * 3 + dictionaries[1:], ONE)
+    assert (again.index, again.worst_risk) == (2, pytest.approx(2 / 3))
 
 
 def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
@@ -100,6 +104,11 @@ def test_optimal_rule_by_hand(records, dictionaries):
     best = risk.optimal_rule(records, dictionaries[0], ONE, 1, "total")
     assert best.risk == pytest.approx(7 / 24)
     assert best.rule.equals(make_rule(records, (("age",), ())))
+    # every rule ties (each value matches two entries): the first rule is the one returned
+    tied = pd.DataFrame({"age": [30, 30, 40, 40], "zip": ["A", "A", "B", "B"]})
+    best = risk.optimal_rule(records, tied, ONE, 1, "per_record")
+    assert best.risk == pytest.approx(0.5)
+    assert best.rule.equals(next(iter(risk.enumerate_rules(records, 1, "per_record"))))
 
 
 FAMILY_CASES = [

@@ -170,6 +170,7 @@ def test_theorem3_bound_is_attained_and_needs_a_quasi_identifier_dictionary():
     qi = ["age", "sex"]
     everything = pd.DataFrame(True, index=records.index, columns=records.columns)
     assert risk.anonymity_level(records, qi) == 2
+    assert risk.anonymity_level(records, "age") == risk.anonymity_level(records, ["age"]) == 2
     bound = risk.k_anonymity_bound(records, 1.0, qi)
     loss = risk.losses(records, everything, records[qi], risk.constant(1.0))
     assert loss.tolist() == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1 / 2, 1 / 2])
@@ -187,14 +188,21 @@ def all_risks(records, dictionary, sensitivity, k):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("shape, k", [((4, 3), 1), ((4, 3), 2), ((3, 4), 2)])
-def test_min_risk_equals_exhaustive_search(seed, shape, k):
+@pytest.mark.parametrize(
+    "shape, k, absent",
+    [((4, 3), 1, False), ((4, 3), 2, False), ((3, 4), 2, False), ((4, 3), 1, True)],
+)
+def test_min_risk_equals_exhaustive_search(seed, shape, k, absent):
+    """Also with an attribute the dictionary lacks (``absent``): disclosing it tells the attacker
+    nothing (share 1), so only its weight counts."""
     rng = np.random.default_rng(seed)
     n, m = shape
     columns = [f"x{j}" for j in range(m)]
     records = random_table(rng, n, columns, 4, 0.1)
     records.index = [f"r{i}" for i in range(n)]
     dictionary = random_table(rng, 12, columns, 4, 0.2)
+    if absent:
+        dictionary = dictionary.drop(columns=columns[-1])
     weights = pd.DataFrame(rng.normal(size=shape), index=records.index, columns=columns)
     sensitivity = risk.multiplicative(weights)
 
