@@ -1,6 +1,6 @@
 """MCEM's pieces that need no model: the simulated-likelihood stage's rule for more replicates,
-the option checks, the optimiser and the choice of profiles (``pmdp.mcem``'s modules
-``simulated``, ``options``, ``optimise``, ``boundary``)."""
+the option checks, the optimiser, the choice of profiles and Louis' identity (``pmdp.mcem``'s
+modules ``simulated``, ``options``, ``optimise``, ``boundary``, ``em``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from pymc_unbounded_dp.mcem.boundary import candidates
+from pymc_unbounded_dp.mcem.em import Information, information, stopping_statistics
+from pymc_unbounded_dp.mcem.information import mean_variance
+from pymc_unbounded_dp.mcem.objective import ScaleFunctions, Sets
 from pymc_unbounded_dp.mcem.optimise import BOUNDARY, jacobian, maximise
 from pymc_unbounded_dp.mcem.options import validated_options
 from pymc_unbounded_dp.mcem.result import Convergence
@@ -94,3 +97,41 @@ def test_candidates_are_capped_or_weakly_identified_transformed_parameters():
     information = np.diag([4.0, 0.5, 4.0])  # the second's standard error is above 1
     found = candidates(estimate, np.zeros(3), information, np.array([True, True, False]))
     assert found == [(0, -1.0), (1, 1.0)]
+
+
+class _NormalMean:
+    """The complete-data log-likelihood of records N(mu, 1), averaged over imputed sets."""
+
+    @staticmethod
+    def scale(name):
+        def value_and_grad(flat, n_values, x):
+            residual = x - flat[0]
+            return [-0.5 * np.sum(residual**2) / n_values.size, np.array([residual.sum()])]
+
+        def hessian(flat, n_values, x):
+            return [np.array([[-x.size / n_values.size]])]
+
+        return ScaleFunctions(value_and_grad, hessian)
+
+
+def test_louis_identity_subtracts_the_variance_of_the_scores_not_their_second_moment():
+    """Away from the maximiser the average score is not 0: ``I_obs = I_c - Var[s]``; with
+    ``E[s s']`` (the form at the MLE) the observed information here would be 20 - 111.5."""
+    n, sets = 20, np.array([[0.3] * 20, [0.35] * 20, [0.25] * 20, [0.4] * 20])
+    stacked = Sets([sets.ravel()], np.full(4, n))
+    info = information(_NormalMean(), "natural", np.array([-0.2]), stacked)
+    scores = (sets + 0.2).sum(axis=1)  # 10, 11, 9, 12
+    np.testing.assert_allclose(info.complete, [[n]])
+    np.testing.assert_allclose(info.scores[:, 0], scores)
+    np.testing.assert_allclose(info.observed, [[n - scores.var()]])  # 20 - 1.25
+
+
+def test_the_stopping_distance_and_monte_carlo_error_are_in_observed_standard_errors():
+    """With half the information missing twice over (I_c = 4, I_obs = 1): the step 0.1
+    extrapolates to 0.4 observed standard errors; the maximiser's Monte Carlo error is
+    ``sqrt(V) / I_c`` (the M-step solves ``I_c delta = mean score``), not ``sqrt(V) / I_obs``."""
+    scores = np.array([[0.5], [-0.2], [0.9], [0.1], [-0.4], [0.3], [0.0], [0.6]])
+    info = Information(complete=np.array([[4.0]]), observed=np.array([[1.0]]), scores=scores)
+    distance, error = stopping_statistics(info, np.array([0.1]))
+    assert distance == pytest.approx(0.4, rel=1e-12)
+    assert error == pytest.approx(np.sqrt(mean_variance(scores)[0, 0]) / 4.0, rel=1e-12)
