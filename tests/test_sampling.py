@@ -504,3 +504,15 @@ def test_idata_kwargs_reach_pymc_and_blas_threads_may_be_none(small_model):
         **{**SAMPLE, "draws": 5, "tune": 5, "chains": 1},
     )
     assert "theta_logodds__" in idata["posterior"]
+
+
+def test_draw_counts_are_checked_before_pymc_sees_them():
+    """No draws or no tuning is a run PyMC makes; ``None`` chains or cores let PyMC choose; a
+    negative count (``tune=-1`` runs one draw more) or a missing ``draws`` is refused by name."""
+    from pymc_unbounded_dp.sampling import _check_draws
+
+    _check_draws(0, 0, None, None)
+    allowed = {"draws": 10, "tune": 10, "chains": 1, "cores": 1}
+    for name, bad in (("draws", -1), ("tune", -1), ("draws", None), ("tune", None), ("chains", 0)):
+        with pytest.raises((TypeError, ValueError), match=f"`{name}`"):
+            _check_draws(**{**allowed, name: bad})
