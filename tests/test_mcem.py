@@ -196,6 +196,10 @@ def test_result_structure(bounded_fit):
     last = history.isel(iteration=slice(-3, None))
     assert np.all(last["distance"] < 0.02) and np.all(last["mc_error"] < 0.02)
     assert np.all(last["n_samples"] >= 100)
+    # ... and it stopped at the first chance: the iteration before did not qualify
+    before = history.isel(iteration=-4)
+    qualified = before["distance"] < 0.02 and before["mc_error"] < 0.02
+    assert not (qualified and before["n_samples"] >= 100)
     assert "converged" in bounded_fit.reason
     assert np.shape(bounded_fit.estimate["theta"]) == ()
     assert 0 < bounded_fit.estimate["theta"] < 1  # natural scale, not log-odds
