@@ -20,7 +20,7 @@ import pymc as pm
 import pytensor.tensor as pt
 import pytest
 from oracles import log_normal_laplace
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 import pymc_unbounded_dp as pmdp
 
@@ -47,9 +47,11 @@ def two_loglik(params) -> float:
     return float(special.logsumexp(log_terms) + np.log(a[1] - a[0]))
 
 
-def unbounded_loglik(mu) -> float:
+def unbounded_loglik(mu, n_prior=None) -> float:
     n = np.arange(1, 400)
     log_q = pmdp.DiscreteLaplace(epsilon=N_EPSILON).logpdf(N_DP - n)
+    if n_prior is not None:  # a Poisson(n_prior) prior of n
+        log_q = log_q + stats.poisson.logpmf(n, n_prior)
     return float(special.logsumexp(log_q + log_normal_laplace(S_UNB, n * mu, n, B_UNB)))
 
 
@@ -167,14 +169,25 @@ def test_continue_a_simulated_fit(two_model, two_fit, two_exact):
 # --------------------------------------------------------------------------------------------------
 # unbounded DP: the window of n
 # --------------------------------------------------------------------------------------------------
-def test_simulated_mle_under_unbounded_dp():
+@pytest.mark.parametrize(
+    "positive, n_prior",
+    [(False, None), (True, None), (False, 70.0)],
+    ids=["flat", "log-transformed-mean", "poisson-prior-of-n"],
+)
+def test_simulated_mle_under_unbounded_dp(positive, n_prior):
+    """Also with the mean on a log scale (the standard error is the natural scale's, through
+    the transform's Jacobian: without it, it would be ``se / mu``, 20% off) and with a proper
+    prior of n, Poisson(70), which is part of the likelihood (``g(n)`` in the sum over n)."""
     with pm.Model() as model:
-        mu = pm.Normal("mu", 0.0, 10.0)
-        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=N_EPSILON))
+        mu = pm.Exponential("mu", 1.0) if positive else pm.Normal("mu", 0.0, 10.0)
+        prior = None if n_prior is None else pm.Poisson.dist(n_prior)
+        n = pmdp.SampleSize(
+            "n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=N_EPSILON), prior=prior
+        )
         x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=n)
         pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=B_UNB), observed=S_UNB)
     fit = pmdp.mcem(model, method="simulated", random_seed=3, progressbar=False)
-    (mle,), (se,) = exact_mle(lambda p: unbounded_loglik(p[0]), np.array([1.2]))
+    (mle,), (se,) = exact_mle(lambda p: unbounded_loglik(p[0], n_prior), np.array([1.2]))
     assert fit.converged == "interior"
     assert abs(float(fit.estimate["mu"]) - mle) < 4 * float(fit.mc_error["mu"]) + 0.02 * se
     np.testing.assert_allclose(float(fit.standard_error["mu"]), se, rtol=0.1)
@@ -290,9 +303,14 @@ def test_the_standard_errors_monte_carlo_error_is_the_batch_spread_over_root_b()
     """The simulated likelihood's ``standard_error_mc_error``: the spread of the batches' standard
     errors over the root of the number of batches (numbers by hand: sd 0.816 and 1.414 over 4
     batches)."""
-    from pymc_unbounded_dp.mcem.simulated import batch_mean_error
+    from pymc_unbounded_dp.mcem.simulated import batch_mean_covariance, batch_mean_error
 
     per_batch = np.array([[1.0, 10.0], [3.0, 10.0], [2.0, 13.0], [2.0, 11.0]])
     np.testing.assert_allclose(
         batch_mean_error(per_batch), [np.sqrt(2 / 3) / 2, np.sqrt(2.0) / 2], rtol=1e-12
+    )
+    # the maximiser's Monte Carlo covariance: the batches' covariance over their number
+    per_batch[1, 1] = 12.0  # covariance 2/3 between the columns, variances 2/3 and 5/3
+    np.testing.assert_allclose(
+        batch_mean_covariance(per_batch), [[1 / 6, 1 / 6], [1 / 6, 5 / 12]], rtol=1e-12
     )

@@ -353,14 +353,25 @@ class SimulatedLikelihood:
         return Window(lo, hi, full.log_q[lo - full.lo : hi - full.lo + 1])
 
 
+def batch_mean_covariance(per_batch: np.ndarray) -> np.ndarray:
+    """The Monte Carlo covariance of the mean of independent batches' values (one row per
+    batch): their covariance (``ddof=1``) over the number of batches.
+
+    >>> batch_mean_covariance(np.array([[1.0, 10.0], [3.0, 12.0], [2.0, 13.0], [2.0, 11.0]]))
+    array([[0.16666667, 0.16666667],
+           [0.16666667, 0.41666667]])
+    """
+    return np.atleast_2d(np.cov(per_batch, rowvar=False)) / per_batch.shape[0]
+
+
 def batch_mean_error(per_batch: np.ndarray) -> np.ndarray:
-    """The Monte Carlo standard error of the mean of independent batches' values (one row per
-    batch): their standard deviation (``ddof=1``) over the root of the number of batches.
+    """The Monte Carlo standard error of the mean of independent batches' values: the root of
+    the diagonal of :func:`batch_mean_covariance`.
 
     >>> batch_mean_error(np.array([[1.0, 10.0], [3.0, 10.0], [2.0, 13.0], [2.0, 11.0]]))
     array([0.40824829, 0.70710678])
     """
-    return np.std(per_batch, axis=0, ddof=1) / np.sqrt(per_batch.shape[0])
+    return np.sqrt(np.diag(batch_mean_covariance(per_batch)))
 
 
 def _relative_weights(evaluations: list[Evaluation]) -> np.ndarray:
@@ -556,7 +567,7 @@ class SimulatedLoop:
         information_inverse = inverse_information(observed, warn=False)
         evaluations = self.simulated.evaluate_batches(placed.best.x, placed.batches, placed.window)
         steps = np.stack([e.grad for e in evaluations]) @ information_inverse
-        mc_covariance = np.atleast_2d(np.cov(steps, rowvar=False)) / len(placed.batches)
+        mc_covariance = batch_mean_covariance(steps)
         se_u = np.sqrt(np.diag(information_inverse))
         statistic = float(np.max(np.sqrt(np.diag(mc_covariance)) / se_u))
         effective = self.simulated.effective_replicates(evaluations)
