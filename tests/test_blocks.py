@@ -238,3 +238,18 @@ def test_pandas_and_xarray_releases_are_taken_as_pymc_takes_them():
         x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
         with pytest.raises(ValueError, match="pm.Data container keeps its shape"):
             pmdp.PrivatizedSum("s", x, LAPLACE, observed=pm.Data("s_dp", np.array([2.0])))
+
+
+def test_a_known_table_of_no_records_leaves_the_prior():
+    """``n=0`` is a table like another (bounded DP, nobody in it): the release is of noise
+    alone, so the posterior of theta is its Beta(2, 5) prior (mean and centred variance)."""
+    from mcmc_checks import assert_mean_and_spread_match, draws_of
+
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2, 5)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=0)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=0.7)
+    idata = pmdp.sample(
+        model=model, draws=2000, tune=300, chains=2, random_seed=1, progressbar=False
+    )
+    assert_mean_and_spread_match(draws_of(idata, "theta"), 2 / 7, 10 / (49 * 8), "theta")

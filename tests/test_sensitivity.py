@@ -39,6 +39,7 @@ def records():
             "hc": pmdp.Records("hc", pm.HalfCauchy.dist(2.0), n=n),
             "wb": pmdp.Records("wb", pm.Weibull.dist(alpha=2.0, beta=1.0), n=n),
             "X": pmdp.Records("X", pm.Normal.dist(0, 1, shape=2), n=n),
+            "tri": pmdp.Records("tri", pm.Triangular.dist(lower=-1, c=0.5, upper=2), n=n),
         }
         X = found["X"]
         found["y"] = pmdp.Records("y", pm.Bernoulli.dist(pm.math.sigmoid(X[:, 0] * beta)), n=n)
@@ -72,6 +73,12 @@ CASES = {
     "Categorical": (lambda r: r["c"], 0, 2),
     "Beta": (lambda r: r["r"], 0, 1),
     "Uniform": (lambda r: r["u"], -2, 3),
+    "Triangular": (lambda r: r["tri"], -1, 2),  # from its lower to its upper end, not its mode
+    "clip with per-record bounds": (
+        lambda r: clip(r["x"], np.array([-2.0, -1.0, 0.0, -3.0, 1.0, 0.0]), 3),
+        -3,
+        3,
+    ),  # the hull over the records
     "DiscreteUniform": (lambda r: r["d"], 1, 6),
     "Poisson": (lambda r: r["p"], 0, INF),
     "HalfCauchy": (lambda r: r["hc"], 0, INF),
@@ -117,6 +124,9 @@ def test_range_of_stacked_and_indexed_statistics(records):
     np.testing.assert_allclose(bounds.upper, [1, 4, 4, 1, 4])
     bounds = statistic_range(clamped.sum(axis=1), list(found.values()))
     np.testing.assert_allclose([bounds.lower, bounds.upper], [-1, 5])
+    # scalar bounds broadcast over the 2 coordinates: the sum counts both
+    bounds = statistic_range(pt.clip(X, -1, 1).sum(axis=1), list(found.values()))
+    np.testing.assert_allclose([bounds.lower, bounds.upper], [-2, 2])
     # Advanced indexing takes the hull of the indexed array.
     bounds = statistic_range(clamped[:, [1, 0]], list(found.values()))
     np.testing.assert_allclose(np.broadcast_to(bounds.lower, 2), [-1, -1])

@@ -387,6 +387,22 @@ def test_only_the_plain_sum_of_records_closed_under_sums_has_an_exact_law():
         pmdp.DataAugmentation(model=model, augment="sums")
 
 
+def test_a_table_with_two_releases_splits_its_totals_and_predictive_draws_by_release():
+    """Bernoulli records released as the count of ones and, second, of zeros: the counts
+    ``(zeros, ones) = (3, 4)`` give totals 4 and 3, and predictive releases at theta = 0.9 have
+    means 6.3 and 0.7 (4,000 draws: standard error 0.045 with the Laplace noise)."""
+    with pm.Model() as model:
+        x = pmdp.Records("x", pm.Bernoulli.dist(pm.Beta("theta", 1, 1)), n=7)
+        pmdp.PrivatizedSum("ones", x, SUM_NOISE, observed=4.0)
+        pmdp.PrivatizedSum("zeros", 1 - x, SUM_NOISE, observed=3.0)
+    (law,) = pmdp.DataAugmentation(model=model, augment="sums").records_step.laws
+    assert law.totals(np.array([3.0, 4.0])) == {"ones": 4.0, "zeros": 3.0}
+    draws = law.draw_releases({"theta": np.full(4000, 0.9)}, np.random.default_rng(5))
+    variance = 7 * 0.9 * 0.1 + 2 * SUM_NOISE.scale**2
+    for name, mean in (("ones", 6.3), ("zeros", 0.7)):
+        assert_mean_and_spread_match(draws[name][None, :], mean, variance, name)
+
+
 # -- what the sums level refuses, and what "auto" picks ---------------------------------------------
 def _clamped_normal_model(n_dp=50, deterministic=False):
     import pytensor.tensor as pt
