@@ -120,6 +120,10 @@ def test_auto_switches_to_the_simulated_likelihood(two_fit):
     em_rows = history.where(history["method"] == "em", drop=True)
     assert em_rows.sizes["iteration"] >= 1  # EM ran first, then handed over at the switch rate
     assert float(em_rows["missing_information"][-1]) >= 0.9
+    # the simulated rows' own columns, NaN in the EM rows before them
+    simulated = history.where(history["method"] == "simulated", drop=True)
+    for column in ("simulated_loglik", "effective_replicates"):
+        assert np.all(np.isnan(em_rows[column])) and np.all(np.isfinite(simulated[column]))
 
 
 def test_simulated_mle_matches_the_exact_mle(two_fit, two_exact):
