@@ -293,3 +293,39 @@ def test_records_whose_shares_underflow_are_outside_the_move():
     assert kd.records([0.002, 0.002, 0.002], coords) == (None, -np.inf)
     back, log_p = kd.records([0.5, 0.5, 0.5], coords)
     assert np.all(back > 0.0) and np.isfinite(log_p)
+
+
+@pytest.mark.parametrize("tiny", [False, True], ids=["w-near-1", "w-near-1e-10"])
+def test_the_records_log_density_sums_the_logs_of_w_without_underflow(tiny):
+    """``_records_core``'s value, ``sum_ij (b_j - 1) log(b_j w_ij^3) + 2 log w_ij - b_j w_ij^3``,
+    against the sum of NumPy's logs. It keeps ``sum log w`` as running products renormalised by
+    ``frexp``; with ``w`` near 1e-10 (a concentration of 0.01 and no boosts) the products pass
+    below 1e-250 within a block and are renormalised there, whose exponent must be kept."""
+    rng = np.random.default_rng(3)
+    alpha, n = np.array([0.01, 0.02, 0.05]), 70
+    b = alpha  # no boosts
+    shift, slope = 1.0 - 1.0 / (9.0 * b), 1.0 / (3.0 * np.sqrt(b))
+    w = rng.uniform(1e-10, 2e-10, (n, 3)) if tiny else rng.uniform(0.8, 1.2, (n, 3))
+    z = (w - shift) / slope
+    w = shift + slope * z  # as the kernel computes it
+    x = np.empty((n, 3))
+    got = kd._records_core(alpha, z, np.empty((0, n, 3)), x)
+    log_w = np.log(w)
+    expected = np.sum((b - 1.0) * (np.log(b) + 3.0 * log_w) + 2.0 * log_w - b * w**3)
+    assert got == pytest.approx(expected, rel=1e-12)
+    np.testing.assert_allclose(x, b * w**3 / np.sum(b * w**3, axis=1, keepdims=True), rtol=1e-12)
+
+
+@pytest.mark.parametrize("laplace_only", [True, False], ids=["laplace", "laplace-and-gaussian"])
+def test_the_move_reads_the_releases_density_summed_over_coordinates(laplace_only):
+    """The move's release term, ``sum_j log eta_j(s_j - T_j)``, against each mechanism's own
+    ``logpdf``: Laplace noise in NumPy, other noise through the kernels' density."""
+    from pymc_unbounded_dp.dirichlet_interweave import _release_log_density
+    from pymc_unbounded_dp.kernels import NoiseArrays
+
+    laplace = pmdp.Laplace(epsilon=0.5, sensitivity=2.0)
+    other = laplace if laplace_only else pmdp.Gaussian(sigma=1.5)
+    residual = np.array([0.3, -2.0, 1.1, 4.0])
+    expected = laplace.logpdf(residual[:2]).sum() + other.logpdf(residual[2:]).sum()
+    noise = NoiseArrays.of([laplace, other], [2, 2])
+    assert _release_log_density(residual, noise) == pytest.approx(expected, rel=1e-12)
