@@ -134,3 +134,23 @@ def test_proposal_draws_have_the_density_of_the_ratio(df):
     points = proposal.mean + np.array([[0.0, 0.0, 0.0], [3.0, -1.0, 2.0], [-20.0, 15.0, 40.0]])
     logs = np.array([kernel.log_proposal(proposal, x) for x in points])
     np.testing.assert_allclose(logs - logs[0], t.logpdf(points) - t.logpdf(points[0]), rtol=1e-10)
+
+
+def test_a_refit_uses_the_tuning_draws_only_if_enough_distinct_points_were_visited():
+    """Two parameters: a stuck chain of 3 distinct points (6 distinct numbers) is not enough for
+    moments (2 d + 2 = 6 distinct *points* are), so the step refits at the mode (a Laplace fit of
+    the N(0, I) target: location 0); a chain that moved gives the moments of its draws."""
+    import pymc as pm
+
+    import pymc_unbounded_dp as pmdp
+
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0, shape=2)
+        step = pmdp.IndependenceMetropolis(refit_interval=6)
+    step._dtype = np.float64  # set by the first step
+    stuck = [np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([0.5, 0.6])] * 20
+    step._tuning_draws = list(stuck)
+    np.testing.assert_allclose(step._fit(np.full(2, 0.3)).mean, [0.0, 0.0], atol=1e-4)
+    moved = np.random.default_rng(0).normal([2.0, -1.0], 0.5, (60, 2))
+    step._tuning_draws = list(moved)
+    np.testing.assert_allclose(step._fit(np.zeros(2)).mean, moved[30:].mean(axis=0))
