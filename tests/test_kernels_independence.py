@@ -85,6 +85,16 @@ def test_a_target_without_a_mode_is_refused():
         kernel.laplace_fit(np.zeros(1), lambda x: float(x[0]) ** 2)
 
 
+def test_a_flat_direction_is_fitted_wide_not_refused():
+    """A mode in one direction and none in the other (a weakly identified parameter): the fit
+    keeps the curved direction's scale and makes the flat one wide (curvature floored at 1e-8
+    of the largest), instead of refusing the target."""
+    proposal = kernel.laplace_fit(np.array([0.5, 0.0]), lambda x: -0.5 * float(x[0]) ** 2)
+    covariance = proposal.chol @ proposal.chol.T
+    assert proposal.mean[0] == pytest.approx(0.0, abs=1e-4)
+    assert covariance[1, 1] > 1e7 * covariance[0, 0] and abs(covariance[0, 1]) < 1e-6
+
+
 def test_the_step_leaves_a_start_deep_in_the_proposals_tail():
     """A Student-t target (3 degrees of freedom) started at x = 100: the Laplace fit at the mode
     is a t12 of scale ~1, under which the start is e^-28 less likely, relative to the target, than
