@@ -142,7 +142,7 @@ def closed_form():
         sigma = pm.HalfNormal("sigma")
         x = pmdp.Records("x", pm.Normal.dist(mu, sigma), n=50)
         c = pt.clip(x, LOW, HIGH)
-        t = pt.stack([c, c**2, 3 * c**3 - 1], axis=1)
+        t = pt.stack([c, pt.sqr(c), 3 * c**3 - 1], axis=1)  # Sqr, Pow and Mul: degrees 2, 3
         pmdp.PrivatizedSum(
             "s", t, pmdp.Laplace(epsilon=1.0, sensitivity=29.0), observed=np.zeros(3)
         )

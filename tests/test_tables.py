@@ -257,3 +257,18 @@ def test_every_kind_of_record_in_its_own_table(kinds_exact, tables, path, option
         assert bool(np.all(idata["sample_stats"]["interweave_on"].values)) and rate > 0.02, rate
     names = {"x1": ["theta", "n1"], "x2": ["mu"], "x3": ["phi", "n3"], "x4": ["lam"]}
     check_kinds(idata, kinds_exact, [v for t in tables for v in names[t]], path)
+
+
+def test_a_record_with_two_parents_joins_them_in_one_table():
+    """``c | a, b`` with ``a`` and ``b`` independent (known n): one table of three record
+    variables, whatever order the links are met in (each link joins the two tables' roots)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        a = pmdp.Records("a", pm.Normal.dist(mu, 1), n=10)
+        b = pmdp.Records("b", pm.Normal.dist(0, 1), n=10)
+        c = pmdp.Records("c", pm.Normal.dist(a + b, 1), n=10)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(c, -3, 3), pmdp.Laplace(epsilon=1.0, sensitivity=3.0), observed=1.0
+        )
+    (table,) = model_blocks(model).tables()
+    assert table.record_names == ("a", "b", "c")
