@@ -45,7 +45,7 @@ def test_discrete_pmf_sums_to_one_and_moments(mechanism):
 
 
 def test_discrete_gaussian_normaliser_both_branches_agree_with_direct_sum():
-    for sigma in (0.2, 0.99, 1.0, 3.0, 25.0):
+    for sigma in (0.2, 0.99, 1.0, 1.1, 1.2, 3.0, 25.0):  # 1.1: the second series' terms count
         k = np.arange(-3000, 3001)
         direct = math.log(np.sum(np.exp(-(k**2) / (2 * sigma**2))))
         assert discrete_gaussian_log_normalizer(sigma) == pytest.approx(direct, rel=1e-13)
@@ -155,7 +155,9 @@ def test_guarantees_are_computed_from_scale_and_sensitivity():
         (lambda: pmdp.Laplace(scale=0), "scale"),
         (lambda: pmdp.Laplace(scale=-1), "`scale` must be finite and > 0"),  # not its epsilon
         (lambda: pmdp.Gaussian(sigma=-1), "`sigma` must be finite and > 0"),
-        (lambda: pmdp.Laplace(epsilon=1, scale=1), "exactly one"),
+        (lambda: pmdp.Laplace(epsilon=1, scale=1), r"exactly one.*\(got \['epsilon', 'scale'\]\)"),
+        (lambda: pmdp.Laplace(epsilon=1, sensitivity=0), "`sensitivity` must be > 0 to calibrate"),
+        (lambda: pmdp.Laplace(scale=1).simulate(3, 1, 2), "takes `size` and then keywords only"),
         (lambda: pmdp.Laplace(), "exactly one"),
         (lambda: pmdp.Laplace(epsilon=1, sensitivity=-1), "sensitivity"),
         (lambda: pmdp.Gaussian(rho=0), "rho"),

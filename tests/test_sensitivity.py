@@ -265,8 +265,11 @@ def test_an_unbounded_statistic_with_a_budget_warns():
     assert "no finite sensitivity" in message and "records 'x' ~ normal" in message
     assert "pt.clip(x, lower, upper)" in message and "epsilon=1" in message
     # The same noise given by its scale models a release: no claim is checked.
-    _, found, _ = _release(lambda x: x * 2, pmdp.Laplace(scale=1.0))
-    assert not found
+    for by_scale in (pmdp.Laplace(scale=1.0), pmdp.Gaussian(sigma=1.0)):
+        _, found, _ = _release(lambda x: x * 2, by_scale)
+        assert not found
+    _, found, _ = _release(lambda x: x * 2, pmdp.Gaussian(rho=0.5))  # a budget: checked
+    assert len(found) == 1 and "rho=0.5" in str(found[0].message)
 
 
 def test_check_sensitivity_false_silences_every_warning():
