@@ -142,3 +142,25 @@ def test_simulate_atus_by_sex():
     assert {s: d.n for s, d in by_sex.items()} == atus.ATUS_N_BY_SEX
     assert all(d.simulated for d in by_sex.values())
     assert not np.array_equal(by_sex["female"].x[:5], by_sex["male"].x[:5])
+
+
+def test_two_sample_settings_reach_the_data_the_noise_and_the_priors():
+    """Each setting where it belongs: asymmetric clamps give the larger magnitude's sensitivity
+    (10 + 10^2, not 2 + 2^2); the arms are centred at ``mu_control`` and ``mu_control + delta``
+    (4,000 people: standard error 0.016); each arm's count noise comes from its own stream, not
+    the sums'; the model's priors take the scales given."""
+    assert two_sample.clamped_sensitivity(-10.0, 2.0) == 110.0
+    data = two_sample.simulate_two_sample(
+        n_control=4000, n_treatment=4000, mu_control=5.0, delta=1.0, seed=2
+    )
+    assert abs(data.control.mean() - 5.0) < 0.07 and abs(data.treatment.mean() - 6.0) < 0.07
+    release = two_sample.privatize_two_sample(data, epsilon_s=1.0, epsilon_n=0.5, seed=9)
+    count = pmdp.DiscreteLaplace(epsilon=0.5)
+    for arm, child in zip(two_sample.ARMS, np.random.SeedSequence(9).spawn(2), strict=True):
+        _, n_seed = child.spawn(2)
+        noise = count.simulate(random_seed=np.random.default_rng(n_seed))
+        assert release.arm(arm).n_dp == 4000 + int(noise)
+    model = two_sample.two_sample_model(release, mu_sd=3.0, delta_sd=0.5, sigma_sd=1.5)
+    for name, scale in (("mu_control", 3.0), ("delta", 0.5), ("sigma", 1.5)):
+        rv = model[name]
+        assert float(rv.owner.op.dist_params(rv.owner)[-1].eval()) == scale, name
