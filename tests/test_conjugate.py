@@ -14,6 +14,7 @@ from scipy import stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import conjugate
+from pymc_unbounded_dp.examples.regression import regression_gibbs_step
 
 SAMPLE = {
     "draws": 2000,
@@ -264,26 +265,13 @@ def regression_model(release):
     return model
 
 
-def regression_update(rng, records, values):
-    x = np.column_stack([records["x1"], records["x2"]])
-    y = records["y"]
-    beta, tau = conjugate.normal_gamma(rng, np.column_stack([np.ones(len(y)), x]), y)
-    a = np.array(
-        [[math.sqrt(values["Phi_c1"]), 0.0], [float(values["Phi_z"]), math.sqrt(values["Phi_c2"])]]
-    )
-    mu = conjugate.normal_mean(rng, x, a @ a.T)
-    c, z = conjugate.bartlett_factors(conjugate.wishart_precision(rng, x, mu, nu=2.0))
-    return {"beta": beta, "tau": tau, "mu": mu, "Phi_c1": c[0], "Phi_c2": c[1], "Phi_z": z[0]}
-
-
 @pytest.mark.slow
 def test_regression_gibbs_agrees_with_the_reference_sampler():
     release, _ = ref.simulate_reference_release(
         n=200, epsilon_s=5.0, epsilon_n=0.5, random_seed=2024
     )
     model = regression_model(release)
-    names = ["beta", "tau", "mu", "Phi_c1", "Phi_c2", "Phi_z"]
-    step = conjugate.ConjugateGibbs([model[n] for n in names], regression_update, model=model)
+    step = regression_gibbs_step(model)  # the example's step, on the reference's model
     # The plain algorithm on both sides: this checks the conjugate update itself.
     idata = pmdp.sample(
         augment="records",

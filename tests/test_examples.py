@@ -105,6 +105,20 @@ def test_regression_models_build(release):
     assert bounded.rvs_to_values[bounded["x1"]].get_value().shape == (rel.n,)
 
 
+def test_regression_priors_and_budget_split_are_the_papers(release):
+    """``beta | tau ~ N(0, 1 / tau)`` (precision tau: ``beta sqrt(tau)`` is standard normal,
+    60,000 prior draws; with ``1 / tau`` as its sd the variance would be ``E[1 / tau]``, infinite
+    under Gamma(1, 1)); ``fraction_n`` of the budget goes to the count."""
+    _, rel = release
+    model = regression.regression_model(rel)
+    tau, beta = pm.draw([model["tau"], model["beta"]], draws=20_000, random_seed=1)
+    z = (beta * np.sqrt(tau)[:, None]).ravel()
+    assert abs(z.mean()) < 0.03 and abs(z.var() - 1.0) < 0.04
+    plan = regression.regression_plan(epsilon=2.0, fraction_n=0.25)
+    assert plan.mechanisms["n"].epsilon == pytest.approx(0.5)
+    assert plan.mechanisms["s"].epsilon == pytest.approx(1.5)
+
+
 def test_regression_model_of_a_published_release_is_the_same_model(release):
     """``regression_plan`` releases what ``privatize_regression`` does (same mechanisms), and
     ``regression_model`` of the published ``Release`` has the same density."""
