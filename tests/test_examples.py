@@ -336,6 +336,23 @@ def test_atus_models_build_and_a_short_fit_is_sensible():
     assert abs(np.mean(idata["posterior"]["n"].values) - 1000) < 10
 
 
+def test_a_chunked_atus_release_simulates_each_chunk_from_its_own_stream():
+    """2,500 records in chunks of 1,000: the release is that of the three chunks' sums, each
+    chunk simulated from its own child of the data seed (not one stream reused: repeated
+    records), plus the release seed's noise."""
+    from pymc_unbounded_dp.examples._release import noisy_release
+
+    data_seed, release_seed = np.random.SeedSequence(1).spawn(2)
+    exact = sum(
+        atus.atus_statistics(atus.simulate_atus(size, seed=child).x)
+        for size, child in zip((1000, 1000, 500), data_seed.spawn(3))
+    )
+    expected = noisy_release(atus.AtusRelease, exact, 2500, 1.0, 0.5, release_seed)
+    released = atus.simulate_atus_release(2500, 1.0, 0.5, seed=1, chunk=1000)
+    np.testing.assert_allclose(released.values, expected.values, rtol=1e-12)
+    assert released.n_dp == expected.n_dp
+
+
 def test_the_atus_gibbs_step_targets_alpha_given_the_records_under_the_models_prior():
     """The step's update as a chain on alpha with two records fixed, where the Gamma(1, rate 0.1)
     prior matters: each alpha's mean and centred variance against importance sampling from the

@@ -96,6 +96,13 @@ def test_atus_joint_model_tables():
     tables = compile_model(bounded).tables
     assert [t.spec.fixed_n for t in tables] == [60, 60]
     assert [t.spec.label for t in tables] == ["x_female", "x_male"]
+    # the prior scales reach their own parameters
+    scaled = atus.atus_joint_model(
+        releases["female"], releases["male"], location_sd=3.0, tau_sd=0.25
+    )
+    for name, scale in (("m", 3.0), ("tau", 0.25)):
+        rv = scaled[name]
+        assert np.all(rv.owner.op.dist_params(rv.owner)[-1].eval() == scale), name
 
 
 def test_atus_joint_model_samples():
