@@ -190,3 +190,23 @@ def test_a_kink_of_abs_is_cut_and_the_error_is_the_worst_coordinates():
     both = _normal_table(lambda x: pt.stack([pt.sqrt(pt.abs(x)), x], axis=1), 2)
     alone = integration_error(root, values)[0]
     assert alone > 1e-4 and integration_error(both, values)[0] == pytest.approx(alone, rel=1e-9)
+
+
+def test_a_square_written_with_sqr_has_degree_two_in_the_closed_form():
+    """``pt.sqr`` as the highest power: the closed form's polynomial degree is 2 (with degree 1
+    the rule would be fitted to a line and miss ``E[c^2]`` by ~0.1 here)."""
+
+    def squares(x):
+        c = np.clip(x, LOW, HIGH)
+        return np.array([c, c * c, 2 * c * c])
+
+    def statistic(x):
+        c = pt.clip(x, LOW, HIGH)
+        return pt.stack([c, pt.sqr(c), 2 * pt.sqr(c)], axis=1)
+
+    moments = record_moments(_normal_table(statistic, 3))
+    assert moments.closed_form
+    mean, cov, _ = moment_function(moments)(np.float64(0.4), np.float64(1.3))
+    exact_mean, exact_cov, _ = _exact(0.4, 1.3, squares)
+    np.testing.assert_allclose(mean, exact_mean, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(cov, exact_cov, rtol=1e-11, atol=1e-10)
