@@ -119,6 +119,30 @@ def test_regression_priors_and_budget_split_are_the_papers(release):
     assert plan.mechanisms["s"].epsilon == pytest.approx(1.5)
 
 
+def test_the_regression_gibbs_step_draws_mu_given_phi_written_as_a_a_transpose(release):
+    """``mu | x, Phi ~ N(P^-1 Phi sum x, P^-1)``, ``P = I + n Phi``, with ``Phi = A A'`` from the
+    Bartlett pieces (``A = [[sqrt(c1), 0], [z, sqrt(c2)]]``): 4,000 updates at fixed records and
+    pieces, each coordinate's mean and variance and their sum's variance. ``A' A`` instead
+    (another matrix when ``z != 0``) moves the variances by a factor of 2 or more."""
+    from mcmc_checks import assert_mean_and_spread_match
+
+    _, rel = release
+    step = regression.regression_gibbs_step(regression.regression_model(rel))
+    rng = np.random.default_rng(4)
+    x = rng.normal([0.5, -1.0], 1.0, size=(5, 2))
+    records = {"x1": x[:, 0], "x2": x[:, 1], "y": rng.normal(size=5)}
+    values = {"Phi_c1": 1.0, "Phi_c2": 0.5, "Phi_z": 1.5}
+    a = np.array([[1.0, 0.0], [1.5, np.sqrt(0.5)]])
+    precision = np.eye(2) + 5 * a @ a.T
+    covariance = np.linalg.inv(precision)
+    mean = covariance @ (a @ a.T @ x.sum(axis=0))
+    draws = np.array([step.update(rng, records, values)["mu"] for _ in range(4000)])
+    for j in range(2):
+        assert_mean_and_spread_match(draws[None, :, j], mean[j], covariance[j, j], f"mu[{j}]")
+    total = draws.sum(axis=1)[None, :]
+    assert_mean_and_spread_match(total, mean.sum(), covariance.sum(), "mu[0] + mu[1]")
+
+
 def test_regression_model_of_a_published_release_is_the_same_model(release):
     """``regression_plan`` releases what ``privatize_regression`` does (same mechanisms), and
     ``regression_model`` of the published ``Release`` has the same density."""
