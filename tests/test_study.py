@@ -68,6 +68,8 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
     [
         ("regression", {"draws": 0}, "draws: must be at least 1"),
         ("regression", {"epsilon_n": (0.5, math.inf)}, "epsilon_n:"),
+        ("regression", {"epsilon_s": (0.0, 1.0)}, "epsilon_s: every value must be positive"),
+        ("atus", {"prob": 0.0}, "prob: must be in"),
         ("regression", {"sampler": "hmc"}, "sampler:"),
         ("regression", {"data": "x"}, "data: not an option of the regression study"),
         ("mcem", {"draws": 10}, "draws: not an option of the mcem study"),
