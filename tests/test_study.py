@@ -621,3 +621,20 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
         return regression.regression_statistics(data.x, data.y).tolist()
 
     _check_the_grid(study, runs, exact_of)
+
+
+def test_the_regression_study_uses_the_gibbs_step_only_when_asked():
+    """``sampler="gibbs"`` passes the example's conjugate step to the fit; ``"nuts"`` leaves the
+    parameters to PyMC's NUTS; unbounded fits also get the n moves their release suggests."""
+    from pymc_unbounded_dp.conjugate import ConjugateGibbs
+    from pymc_unbounded_dp.examples import regression
+
+    release = regression.privatize_regression(regression.simulate_regression(200, seed=1), 1, 1, 2)
+    for sampler in ("gibbs", "nuts"):
+        study = RegressionStudy(sampler=sampler, replicates=1)
+        for fit in study.fits()[:2]:
+            model = study.model(release, fit)
+            options = study.sample_options(model, release, fit)
+            assert isinstance(options.get("step"), ConjugateGibbs) == (sampler == "gibbs")
+            assert ("n_moves" in options) == (not fit.bounded)
+    assert {fit.bounded for fit in RegressionStudy(replicates=1).fits()[:2]} == {True, False}
