@@ -395,8 +395,10 @@ def test_only_rows_that_fail_a_convergence_check_are_flagged():
     from pymc_unbounded_dp.examples.study.reporting import convergence_flags, flag_labels
 
     table = pd.DataFrame(
-        {"r_hat": [1.0, 1.05, 1.0, np.nan], "ess_bulk": [2000.0, 900.0, 150.0, np.nan]},
-        index=["ok", "r_hat", "ess", "one chain"],
-    )
+        {"r_hat": [1.0, 1.05, 1.0, np.nan, 1.01, 1.0101],
+         "ess_bulk": [2000.0, 900.0, 150.0, np.nan, 400.0, 399.9]},
+        index=["ok", "r_hat", "ess", "one chain", "at the limits", "just past them"],
+    )  # fmt: skip
     labels = flag_labels(convergence_flags(table, chains=4))
-    assert labels == ["", "! r_hat", "! ess_bulk", ""]  # the demo once flagged every row
+    # the limits: R-hat 1.01 and a bulk ESS of 100 per chain (Vehtari et al. 2021)
+    assert labels == ["", "! r_hat", "! ess_bulk", "", "", "! r_hat, ess_bulk"]

@@ -115,14 +115,17 @@ def test_coverage_is_the_share_of_covered_replicates_with_its_binomial_se_and_wi
 
 
 def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
-    """The default grid is the paper's Table 1 (epsilon_s 0.1, 1, 10; epsilon_n from 1e-4 to 10),
-    and the fits' birth/death moves per iteration are a tenth of n_dp, at least 10, more where a
-    tiny epsilon_n makes the count's noise wide."""
+    """The default grid is the paper's Table 1 (epsilon_s 0.1, 1, 10; epsilon_n from 1e-4 to 10;
+    ATUS's from Section 6.2), and the fits' birth/death moves per iteration are a tenth of n_dp,
+    at least 10, more where a tiny epsilon_n makes the count's noise wide."""
     from pymc_unbounded_dp.examples import regression as reg
+    from pymc_unbounded_dp.examples.study import AtusStudy
     from pymc_unbounded_dp.examples.study.regression import suggested_n_moves
 
     study = RegressionStudy()
     assert study.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
+    atus = AtusStudy()  # the paper's Section 6.2 grid
+    assert (atus.epsilon_s, atus.epsilon_n) == ((1.0, 10.0), (0.01, 0.1, 1.0, 10.0))
     data = reg.simulate_regression(500, seed=1)
     release = reg.privatize_regression(data, 1.0, 0.5, seed=2)
     assert suggested_n_moves(release) == round(0.1 * release.n_dp) == 50
@@ -155,6 +158,7 @@ def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
     figure = coverage_figure(pd.DataFrame(rows))
     panels = {ax.get_title(): ax for ax in figure.axes}
     assert sorted(panels) == ["beta[0]", "tau"]
+    assert [ax.get_ylabel() for ax in figure.axes] == ["coverage", ""]  # the shared y axis
     for title, level in (("beta[0]", 1.0), ("tau", 0.0)):
         lines = panels[title].get_lines()
         assert list(lines[0].get_ydata()) == [level, level]  # unbounded, per epsilon_n
@@ -176,6 +180,8 @@ def test_seeds_depend_only_on_the_study_seed_and_the_fit():
 
 
 def test_mle_table_uses_interior_fits_and_counts_endings():
+    from pymc_unbounded_dp.examples.study.mle import PARAMETERS
+
     study = MLEStudy(epsilon_n=(1.0,), replicates=4)
     endings = [("interior", 1.0), ("interior", 3.0), ("boundary", 100.0), ("budget", -100.0)]
     records = [
@@ -202,6 +208,9 @@ def test_mle_table_uses_interior_fits_and_counts_endings():
     assert row["fits"] == 4 and row["beta[0]"] == "2.000 (1.414)"
     assert (row["interior"], row["boundary"], row["budget"]) == (0.5, 0.25, 0.25)
     assert row["s/fit mean (max)"] == "12 (13)"
+    assert list(table.columns) == [
+        "epsilon_n", "fits", *PARAMETERS, "interior", "boundary", "budget", "s/fit mean (max)"
+    ]  # fmt: skip
 
 
 def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
@@ -235,7 +244,7 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     assert "50 !" in row and "nan !" not in row
     note = text[text.index("## convergence") :]
     assert "in 2 of 4 fits" in note and "R-hat 1.24, bulk ESS 35" in note
-    assert "--draws 8000" in note
+    assert f"--draws {4 * study.draws} --tune {2 * study.tune}" in note
     # one chain's fits: no R-hat (stored as None), only the ESS is flagged
     records = fake_records(None, short_fit)
     text = pmdp.examples.study.write_report(study, records, tmp_path)["summary"].read_text()
@@ -243,6 +252,8 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
     assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
     assert "Fit time: 0.1 min in total." in clean.read_text()  # 4 fits of 1 s
+    timed = pmdp.examples.study.write_report(study, fake_records(None), tmp_path, elapsed=90.0)
+    assert "Fit time: 0.1 min in total; this run: 1.5 min wall." in timed["summary"].read_text()
 
 
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
@@ -268,7 +279,7 @@ def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatc
     study = RegressionStudy(
         epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=15, tune=5, chains=1
     )
-    with pytest.raises(TruncatedFit, match="7 draws of 1 x 15"):
+    with pytest.raises(TruncatedFit, match="1 chains x 7 draws, not the 1 x 15"):
         study.run(study.fits()[0])
 
 
@@ -286,6 +297,7 @@ def test_results_do_not_depend_on_the_number_of_workers(tmp_path):
         wall_minutes = (time.perf_counter() - started) / 60
         assert result.returncode == 0, result.stderr
         assert f"local cluster of {workers} workers" in result.stdout
+        assert not re.search(r"\d+/\d+ \[\d", result.stderr)  # no progress bar (--no-progress)
         # the progress line counts the fits and the minutes they took (within this call's)
         done, minutes = re.search(r"(\d+) fits in ([\d.]+) min", result.stdout).groups()
         assert int(done) == 2 and float(minutes) <= wall_minutes + 0.05
@@ -591,10 +603,14 @@ def test_atus_replicates_are_new_releases_of_the_same_data(monkeypatch):
 
 
 def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch):
+    import copy
     from types import SimpleNamespace
+
+    import numpy as np
 
     from pymc_unbounded_dp.examples import regression
     from pymc_unbounded_dp.mcem import Convergence
+    from pymc_unbounded_dp.mechanisms import DiscreteLaplace
 
     calls = {}
 
@@ -611,10 +627,30 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
     monkeypatch.setattr(
         sys.modules["pymc_unbounded_dp.mcem"], "mcem", fake_mcem
     )  # as run() reads it
+    # the first uniforms of each noise stream: the statistics' and the count's are not one stream
+    streams = {}
+    privatize, simulate = regression.privatize_regression, DiscreteLaplace.simulate
+
+    def recorded_privatize(data, epsilon_s, epsilon_n, seed):
+        streams["statistics"] = np.random.default_rng(seed).random(4).tolist()
+        return privatize(data, epsilon_s, epsilon_n, seed)
+
+    def recorded_simulate(self, *args, **kwargs):  # the last call is run()'s, of the count
+        streams["count"] = copy.deepcopy(kwargs["random_seed"]).random(4).tolist()
+        return simulate(self, *args, **kwargs)
+
+    monkeypatch.setattr(regression, "privatize_regression", recorded_privatize)
+    monkeypatch.setattr(DiscreteLaplace, "simulate", recorded_simulate)
     runs = []
     for fit in study.fits():
         record = study.run(fit)
         runs.append((fit, record, *calls.pop("last")))
+        if not fit.bounded:
+            assert streams.pop("count") != streams.pop("statistics"), fit.key
+        # the estimates of the model's parameters, one entry per scalar component
+        assert sorted(record["estimate"]) == [
+            "beta[0]", "beta[1]", "beta[2]", "mu[0]", "mu[1]", "tau"
+        ]  # fmt: skip
 
     def exact_of(replicate):
         data = regression.simulate_regression(study.n, seed=fit_seed(study.seed, 0, replicate))
@@ -638,3 +674,132 @@ def test_the_regression_study_uses_the_gibbs_step_only_when_asked():
             assert isinstance(options.get("step"), ConjugateGibbs) == (sampler == "gibbs")
             assert ("n_moves" in options) == (not fit.bounded)
     assert {fit.bounded for fit in RegressionStudy(replicates=1).fits()[:2]} == {True, False}
+
+
+# -- the study's own arithmetic: intervals, coverage, tables, stored values (mutation survivors) --
+
+
+def test_posterior_table_is_the_equal_tailed_interval_of_the_pooled_draws():
+    """Against NumPy on the pooled draws: the default ``prob`` 0.95 and another (0.5). The
+    tolerance (0.02, from a slightly different quantile rule) is far below what a wrong tail
+    would move the bounds (the 0.05 quantile of N(0, 1) is 0.32 from the 0.025 one)."""
+    import numpy as np
+
+    from pymc_unbounded_dp.examples.study.base import posterior_table
+
+    idata = _fake_idata(2, 2000, {"beta": (2,), "tau": ()})
+    pooled = {
+        "beta[0]": idata["posterior"]["beta"].values[..., 0].reshape(-1),
+        "beta[1]": idata["posterior"]["beta"].values[..., 1].reshape(-1),
+        "tau": idata["posterior"]["tau"].values.reshape(-1),
+    }
+    for prob, table in ((0.95, posterior_table(idata, ["beta", "tau"])),
+                        (0.5, posterior_table(idata, ["beta", "tau"], prob=0.5))):  # fmt: skip
+        assert list(table.columns) == ["mean", "sd", "lower", "upper", "ess_bulk", "r_hat"]
+        assert list(table.index) == list(pooled)
+        for label, draws in pooled.items():
+            lower, upper = np.quantile(draws, [(1 - prob) / 2, (1 + prob) / 2])
+            row = table.loc[label]
+            assert row["lower"] == pytest.approx(lower, abs=0.02), (prob, label)
+            assert row["upper"] == pytest.approx(upper, abs=0.02), (prob, label)
+            assert row["mean"] == pytest.approx(draws.mean(), abs=1e-12)
+            assert row["sd"] == pytest.approx(draws.std(ddof=1), rel=1e-9)
+
+
+def test_a_fit_is_covered_when_its_interval_holds_the_truth_ends_included():
+    study = RegressionStudy(epsilon_s=(1.0,), epsilon_n=(), replicates=1)
+    (fit,) = study.fits()
+    truths = {"below": -2.0, "at lower": -1.0, "inside": 0.5, "at upper": 1.0, "above": 3.0}
+    posterior = {
+        label: {"mean": 0.0, "sd": 1.0, "lower": -1.0, "upper": 1.0, "true": true,
+                "ess_bulk": 500.0, "r_hat": 1.0}
+        for label, true in {**truths, "no truth": None}.items()
+    }  # fmt: skip
+    record = {"fit": dataclasses.asdict(fit), "posterior": posterior, "draws": [2, 100]}
+    frame = study.per_fit([{**record, "key": fit.key, "seconds": 1.0}]).set_index("parameter")
+    expected = {"below": False, "at lower": True, "inside": True, "at upper": True}
+    assert frame["covered"].to_dict() == {**expected, "above": False, "no truth": None}
+    assert (frame["width"] == 2.0).all()
+
+
+def test_settings_are_stored_as_json_with_only_non_finite_floats_as_strings():
+    from pymc_unbounded_dp.examples.study.base import jsonable
+
+    value = {"grid": (0.5, math.inf), "nested": [(1, -math.inf)], "prob": 0.95, "n": 3}
+    assert jsonable(value) == {"grid": [0.5, "inf"], "nested": [[1, "-inf"]], "prob": 0.95, "n": 3}
+    settings = RegressionStudy(replicates=1).settings()
+    assert settings["prob"] == 0.95 and settings["draws"] == 1000
+    assert json.loads(json.dumps(settings)) == settings
+
+
+def test_a_store_refuses_another_study_with_the_same_settings_in_either_order(tmp_path):
+    for first, second in (("regression", "atus"), ("atus", "regression")):
+        store = FitStore(tmp_path / first)
+        store.claim(first, {"draws": 20})
+        with pytest.raises(SettingsMismatch, match="study"):
+            store.claim(second, {"draws": 20})
+
+
+def test_a_trace_of_another_size_than_asked_is_refused(monkeypatch):
+    """More draws than asked (tuning draws kept) are refused as surely as fewer."""
+    study = RegressionStudy(
+        epsilon_s=(1.0,), epsilon_n=(), replicates=1, n=100, draws=6, tune=2, chains=1,
+        sampler="nuts",
+    )  # fmt: skip
+
+    def too_long(*args, **kwargs):
+        return _fake_idata(kwargs["chains"], kwargs["draws"] + 4, {"beta": (3,), "tau": ()})
+
+    monkeypatch.setattr(pmdp.sampling, "sample", too_long)
+    with pytest.raises(TruncatedFit, match="1 chains x 10 draws, not the 1 x 6"):
+        study.run(study.fits()[0])
+
+
+def _tables_from_fake_fits(study, monkeypatch, shapes):
+    runs = _run_with_fake_sample(study, monkeypatch, shapes)
+    records = [record for _, record, _, _ in runs]
+    for record in records:
+        if record["n_dp"] is None:
+            assert "n" not in record["posterior"]
+        else:  # an unbounded fit's truth of n is its data's n
+            assert record["posterior"]["n"]["true"] == record["n_true"], record["key"]
+    return records, study.tables(records)
+
+
+def test_regression_tables_have_a_column_per_parameter_and_one_time_per_fit(monkeypatch):
+    study = RegressionStudy(
+        epsilon_s=(1.0,), epsilon_n=(0.5,), replicates=2, n=200, draws=6, tune=2, chains=1,
+        sampler="nuts",
+    )  # fmt: skip
+    records, tables = _tables_from_fake_fits(study, monkeypatch, {"beta": (3,), "tau": ()})
+    means = tables["posterior means (averaged over replicates)"]
+    grid = ["epsilon_s", "variant", "epsilon_n"]
+    assert list(means.columns) == [*grid, "beta[0]", "beta[1]", "beta[2]", "tau", "n"]
+    diagnostics = tables["sampling diagnostics"]
+    assert list(diagnostics.columns) == [
+        *grid, "ess_bulk beta[1]", "ess_bulk tau", "ess_bulk n",
+        "r_hat beta[1]", "r_hat tau", "r_hat n", "s / fit",
+    ]  # fmt: skip
+    unbounded = [r for r in records if r["n_dp"] is not None]
+    row = diagnostics[diagnostics["variant"] == "unbounded"].iloc[0]
+    assert row["s / fit"] == pytest.approx(sum(r["seconds"] for r in unbounded) / 2)
+    mean_n = sum(r["posterior"]["n"]["mean"] for r in unbounded) / 2
+    assert means[means["variant"] == "unbounded"].iloc[0]["n"] == pytest.approx(mean_n)
+
+
+def test_atus_tables_and_its_data_simulated_or_packaged(monkeypatch):
+    from pymc_unbounded_dp.examples.study import AtusStudy
+
+    study = AtusStudy(
+        epsilon_s=(1.0,), epsilon_n=(0.5,), replicates=2, draws=6, tune=2, chains=1,
+        data="simulated",
+    )  # fmt: skip
+    records, tables = _tables_from_fake_fits(study, monkeypatch, {"alpha": (3,)})
+    grid = ["epsilon_s", "variant", "epsilon_n"]
+    sds = tables["posterior SDs (averaged over replicates)"]
+    assert list(sds.columns) == [*grid, "alpha[0]", "alpha[1]", "alpha[2]", "n"]
+    assert list(tables["sampling diagnostics"].columns) == [
+        *grid, "ess_bulk alpha[0]", "ess_bulk n", "r_hat alpha[0]", "r_hat n", "s / fit",
+    ]  # fmt: skip
+    assert study.simulate(0).simulated
+    assert not AtusStudy(replicates=1).simulate(0).simulated  # the packaged ATUS 2019 data

@@ -45,7 +45,8 @@ __all__ = [
 
 
 class TruncatedFit(RuntimeError):
-    """A fit returned fewer draws than asked for (its sampling was interrupted): not a result."""
+    """A fit returned another number of chains or draws than asked for (its sampling was
+    interrupted, say): not a result."""
 
 
 @dataclass(frozen=True)
@@ -291,8 +292,8 @@ class PosteriorWorkload(Workload):
         sizes = dict(idata["posterior"].sizes)
         if (sizes.get("chain"), sizes.get("draw")) != (self.chains, self.draws):
             raise TruncatedFit(
-                f"{fit.key}: sampling stopped at {sizes.get('chain')} chains x "
-                f"{sizes.get('draw')} draws of {self.chains} x {self.draws}"
+                f"{fit.key}: the trace holds {sizes.get('chain')} chains x {sizes.get('draw')} "
+                f"draws, not the {self.chains} x {self.draws} asked (an interrupted run?)"
             )
         truth = self.truth(data)
         if not fit.bounded:
