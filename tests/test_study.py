@@ -252,8 +252,8 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
     assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
     assert "Fit time: 0.1 min in total." in clean.read_text()  # 4 fits of 1 s
-    timed = pmdp.examples.study.write_report(study, fake_records(None), tmp_path, elapsed=90.0)
-    assert "Fit time: 0.1 min in total; this run: 1.5 min wall." in timed["summary"].read_text()
+    timed = pmdp.examples.study.write_report(study, fake_records(None), tmp_path, elapsed=600.0)
+    assert "Fit time: 0.1 min in total; this run: 10.0 min wall." in timed["summary"].read_text()
 
 
 def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
@@ -609,6 +609,7 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
     import numpy as np
 
     from pymc_unbounded_dp.examples import regression
+    from pymc_unbounded_dp.examples.study import mle
     from pymc_unbounded_dp.mcem import Convergence
     from pymc_unbounded_dp.mechanisms import DiscreteLaplace
 
@@ -641,12 +642,15 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
 
     monkeypatch.setattr(regression, "privatize_regression", recorded_privatize)
     monkeypatch.setattr(DiscreteLaplace, "simulate", recorded_simulate)
+    clock = iter(10.0 + 2.5 * k for k in range(100))  # a fit's time: 2.5 s on this clock
+    monkeypatch.setattr(mle, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     runs = []
     for fit in study.fits():
         record = study.run(fit)
         runs.append((fit, record, *calls.pop("last")))
         if not fit.bounded:
             assert streams.pop("count") != streams.pop("statistics"), fit.key
+        assert record["seconds"] == 2.5
         # the estimates of the model's parameters, one entry per scalar component
         assert sorted(record["estimate"]) == [
             "beta[0]", "beta[1]", "beta[2]", "mu[0]", "mu[1]", "tau"
