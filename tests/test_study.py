@@ -78,6 +78,8 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
         ("survey", {}, "study: choose one of"),
         ("mcem", {"epsilon_s": (0.5, 1.0)}, "epsilon_s: the mcem study has one epsilon_s"),
         ("mcem", {"replicates": 0}, "replicates: at least 1"),
+        ("mcem", {"epsilon_n": (0.0, 1.0)}, "epsilon_n: values must be positive"),
+        ("mcem", {"epsilon_s": ()}, "epsilon_s: the mcem study has one epsilon_s"),
     ],
 )
 def test_bad_options_are_refused_naming_them(name, options, message):
@@ -136,7 +138,9 @@ def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
 
 
 def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
-    """Two parameters with coverage 1 and 0 in every fit: each panel's line is its own."""
+    """Two parameters and two epsilon_s, every fit covered or not by a rule that differs between
+    parameters, between epsilon_s and between bounded and unbounded fits: each panel's lines are
+    their own, and each dashed (bounded) level has the colour of its epsilon_s's line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,25 +148,34 @@ def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
 
     from pymc_unbounded_dp.examples.study.reporting import coverage_figure
 
+    def covered(name, eps_s, variant):
+        return (name == "tau") ^ (eps_s == 1.0) ^ (variant == "bounded")
+
     rows = [
-        {"parameter": name, "covered": covered, "epsilon_s": 1.0, "epsilon_n": eps_n,
-         "variant": "unbounded", "replicate": r}
-        for name, covered in (("beta[0]", True), ("tau", False))
+        {"parameter": name, "covered": covered(name, eps_s, "unbounded"), "epsilon_s": eps_s,
+         "epsilon_n": eps_n, "variant": "unbounded", "replicate": r}
+        for name in ("beta[0]", "tau")
+        for eps_s in (1.0, 10.0)
         for eps_n in (0.1, 1.0)
         for r in range(2)
     ] + [
-        {"parameter": name, "covered": covered, "epsilon_s": 1.0, "epsilon_n": None,
-         "variant": "bounded", "replicate": 0}
-        for name, covered in (("beta[0]", True), ("tau", False))
+        {"parameter": name, "covered": covered(name, eps_s, "bounded"), "epsilon_s": eps_s,
+         "epsilon_n": None, "variant": "bounded", "replicate": 0}
+        for name in ("beta[0]", "tau")
+        for eps_s in (1.0, 10.0)
     ]  # fmt: skip
     figure = coverage_figure(pd.DataFrame(rows))
     panels = {ax.get_title(): ax for ax in figure.axes}
     assert sorted(panels) == ["beta[0]", "tau"]
     assert [ax.get_ylabel() for ax in figure.axes] == ["coverage", ""]  # the shared y axis
-    for title, level in (("beta[0]", 1.0), ("tau", 0.0)):
-        lines = panels[title].get_lines()
-        assert list(lines[0].get_ydata()) == [level, level]  # unbounded, per epsilon_n
-        assert list(lines[1].get_ydata()) == [level, level]  # the bounded level (dashed)
+    for title, ax in panels.items():
+        lines = ax.get_lines()  # per epsilon_s: its line, then its bounded level (dashed)
+        for k, eps_s in enumerate((1.0, 10.0)):
+            line, dashed = lines[2 * k], lines[2 * k + 1]
+            level = float(covered(title, eps_s, "unbounded"))
+            assert list(line.get_ydata()) == [level, level], (title, eps_s)
+            assert list(dashed.get_ydata()) == [1 - level, 1 - level], (title, eps_s)
+            assert dashed.get_color() == line.get_color()
     matplotlib.pyplot.close(figure)
 
 
@@ -249,7 +262,9 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     records = fake_records(None, short_fit)
     text = pmdp.examples.study.write_report(study, records, tmp_path)["summary"].read_text()
     assert "in 1 of 4 fits" in text and "replicate 0: bulk ESS 50)" in text
-    clean = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)["summary"]
+    paths = pmdp.examples.study.write_report(study, fake_records(None), tmp_path)
+    clean = paths["summary"]
+    assert paths["figure"] == tmp_path / "figures" / "coverage.png" and paths["figure"].is_file()
     assert "## convergence" not in clean.read_text() and " !" not in clean.read_text()
     assert "Fit time: 0.1 min in total." in clean.read_text()  # 4 fits of 1 s
     timed = pmdp.examples.study.write_report(study, fake_records(None), tmp_path, elapsed=600.0)
@@ -638,7 +653,8 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
 
     def recorded_simulate(self, *args, **kwargs):  # the last call is run()'s, of the count
         streams["count"] = copy.deepcopy(kwargs["random_seed"]).random(4).tolist()
-        return simulate(self, *args, **kwargs)
+        streams["noise"] = simulate(self, *args, **kwargs)
+        return streams["noise"]
 
     monkeypatch.setattr(regression, "privatize_regression", recorded_privatize)
     monkeypatch.setattr(DiscreteLaplace, "simulate", recorded_simulate)
@@ -650,6 +666,7 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
         runs.append((fit, record, *calls.pop("last")))
         if not fit.bounded:
             assert streams.pop("count") != streams.pop("statistics"), fit.key
+            assert record["n_dp"] == record["n"] + int(streams.pop("noise"))
         assert record["seconds"] == 2.5
         # the estimates of the model's parameters, one entry per scalar component
         assert sorted(record["estimate"]) == [
@@ -792,6 +809,8 @@ def test_regression_tables_have_a_column_per_parameter_and_one_time_per_fit(monk
 
 
 def test_atus_tables_and_its_data_simulated_or_packaged(monkeypatch):
+    from pymc_unbounded_dp.conjugate import ConjugateGibbs
+    from pymc_unbounded_dp.examples import atus
     from pymc_unbounded_dp.examples.study import AtusStudy
 
     study = AtusStudy(
@@ -805,5 +824,15 @@ def test_atus_tables_and_its_data_simulated_or_packaged(monkeypatch):
     assert list(tables["sampling diagnostics"].columns) == [
         *grid, "ess_bulk alpha[0]", "ess_bulk n", "r_hat alpha[0]", "r_hat n", "s / fit",
     ]  # fmt: skip
+    for record in records:  # the simulated survey's truth is the MLE it was simulated from
+        truths = [record["posterior"][f"alpha[{j}]"]["true"] for j in range(3)]
+        assert truths == [float(a) for a in atus.MLE_ALPHA]
     assert study.simulate(0).simulated
-    assert not AtusStudy(replicates=1).simulate(0).simulated  # the packaged ATUS 2019 data
+    packaged = AtusStudy(replicates=1)
+    assert not packaged.simulate(0).simulated  # the packaged ATUS 2019 data
+    assert packaged.truth(packaged.simulate(0)) == {}  # no truth to cover
+    release = atus.privatize_atus(study.simulate(0), 1.0, 0.5, seed=3)
+    for fit in study.fits()[:2]:
+        options = study.sample_options(study.model(release, fit), release, fit)
+        assert isinstance(options["step"], ConjugateGibbs)
+        assert ("n_moves" in options) == (not fit.bounded)
