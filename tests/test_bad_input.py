@@ -271,6 +271,16 @@ CATALOGUE = [
         ["`observed`", "shape (2,)"],
     ),
     ("observed-wrong-shape-vector", normal_sum([1.0, 2.0]), ValueError, ["`observed`", "shape"]),
+    (  # as many numbers as the (2, 3) release, transposed: refused, not reshaped
+        "observed-transposed",
+        statistic_sum(
+            lambda m: pt.stack([pt.stack([m["x"]] * 3, axis=-1)] * 2, axis=1),
+            np.zeros((3, 2)),
+            pmdp.Laplace(epsilon=1, sensitivity=6),
+        ),
+        ValueError,
+        ["`observed`", "shape (3, 2)", "shape (2, 3)"],
+    ),
     ("observed-string", statistic_sum(lambda m: m["x"], "3"), TypeError, ["`observed`", "numeric"]),
     ("observed-bool", statistic_sum(lambda m: m["x"], True), TypeError, ["`observed`", "numeric"]),
     ("observed-ragged", normal_sum([[1.0], 2.0]), TypeError, ["`observed`", "rectangular"]),
@@ -731,8 +741,9 @@ def test_the_start_of_n_is_the_prior_support_closest_to_n_dp_however_far():
         pmdp.SampleSize("c", n_dp=1e9, mechanism=COUNT, prior=pm.Binomial.dist(123_456_789, 0.5))
         pmdp.SampleSize("d", n_dp=-40, mechanism=COUNT, prior=pm.Geometric.dist(0.1))
         pmdp.SampleSize("e", n_dp=2**40 + 0.4, mechanism=LAPLACE)
+        pmdp.SampleSize("f", n_dp=24.7, mechanism=LAPLACE)  # the closest integer, not the floor
     start = model.initial_point()
-    assert [int(start[k]) for k in "abcde"] == [500, 5000, 123_456_789, 1, 2**40]
+    assert [int(start[k]) for k in "abcdef"] == [500, 5000, 123_456_789, 1, 2**40, 25]
 
 
 # --------------------------------------------------------------------------------------------------

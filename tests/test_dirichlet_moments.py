@@ -132,7 +132,25 @@ def test_floored_log_share_moments_match_exact_integrals(alpha, floor):
     np.testing.assert_allclose(cov, expected_cov, rtol=0, atol=1e-7 * scale)
     # the third absolute moment is an upper bound (Lyapunov): above the truth, not far above
     assert np.all(third[:3] >= z_third) and np.all(third[:3] <= 2.5 * z_third)
+    # and the combination's is Minkowski's over the coordinates' fourth moments, whatever the
+    # signs of the weights: (sum_j |w_j| E[(z_j - m_j)^4]^(1/4))^3
+    np.testing.assert_allclose(third[3], (np.abs(COMBINATION) @ np.cbrt(third[:3])) ** 3)
     assert "digamma" in moments.method and "Gauss-Laguerre" in moments.method
+
+
+@pytest.mark.parametrize(
+    "floored",
+    [lambda x, c: pt.log(pt.maximum(x, c)), lambda x, c: pt.log(pt.maximum(c, x))],
+    ids=["maximum(x, c)", "maximum(c, x)"],
+)
+def test_a_floor_written_as_a_maximum_is_the_clip_s_floor(floored):
+    alpha, floor = SETTINGS[0]
+    clipped = moment_function(record_moments(compile_model(_model(alpha, floor)).tables[0]))
+    model = _model(alpha, floor, statistic=lambda x: floored(x, floor))
+    moments = record_moments(compile_model(model).tables[0])
+    assert not isinstance(moments, str), moments
+    for got, expected in zip(moment_function(moments)(alpha), clipped(alpha), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
 def test_two_shares_have_no_joint_floor_term():

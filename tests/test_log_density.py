@@ -91,6 +91,32 @@ def test_lp_at_the_sums_level_is_the_joint_with_the_records_summed_out(model):
     np.testing.assert_allclose(stats["lp"].values[0], expected, rtol=1e-7)
 
 
+def test_lp_at_the_sums_level_reads_each_release_of_a_table_at_its_own_totals():
+    """A table released twice, first as a vector (the counts of ones and zeros), then as a
+    scalar (the ones): each release's noise is taken at its own totals."""
+    import pytensor.tensor as pt
+
+    both = pmdp.Laplace(epsilon=1.0, sensitivity=2)
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
+        pmdp.PrivatizedSum("both", pt.stack([x, 1 - x], axis=1), both, observed=[12.4, 17.1])
+        pmdp.PrivatizedSum("ones", x, S_MECHANISM, observed=11.3)
+    idata = pmdp.sample(model=model, augment="sums", random_seed=4, **SAMPLE)
+    posterior, stats = _draws(idata)
+    theta = posterior["theta"].values[0]
+    totals, ones = posterior["both_total"].values[0], posterior["ones_total"].values[0]
+    np.testing.assert_array_equal(totals[:, 0], ones)
+    expected = (
+        st.beta(2.0, 3.0).logpdf(theta)
+        + np.log(theta * (1.0 - theta))
+        + st.binom(30, theta).logpmf(ones)
+        + both.logpdf(np.array([12.4, 17.1]) - totals).sum(axis=1)
+        + S_MECHANISM.logpdf(11.3 - ones)
+    )
+    np.testing.assert_allclose(stats["lp"].values[0], expected, rtol=1e-7)
+
+
 def test_lp_after_the_package_nuts_takes_its_lp_and_adds_the_release_terms(model):
     """NUTS built by the package, last: its lp plus the kernels' release terms (checked against
     the model's density above, ``plain``); the model's whole density is not compiled."""

@@ -341,6 +341,12 @@ def test_continue_from_result(normal_model, normal_fit):
     assert int(more.history["n_samples"][done]) == normal_fit.state.n_samples
     assert abs(float(more.estimate["mu"]) - float(normal_fit.estimate["mu"])) < 0.01
     np.testing.assert_array_equal(normal_fit.state.records.records[0], before)  # not mutated
+    # and so a second continuation with the same seed is the same run (the records, their
+    # residual and the table's random stream are copied or reseeded, not carried on)
+    again = mcem(
+        normal_model, init=normal_fit, random_seed=7, max_iterations=5, tol=0.02, progressbar=False
+    )
+    assert again.history.equals(more.history)
 
 
 def test_starting_values(normal_model):
@@ -352,6 +358,29 @@ def test_starting_values(normal_model):
     assert abs(float(fit.history["mu"][0]) - 1.2) < 0.2  # one EM step from 1.2, not from 0
     with pytest.raises(ValueError, match="unknown parameter"):
         mcem(normal_model, init={"nu": 1.0}, progressbar=False)
+
+
+def test_starting_values_are_on_the_natural_scale(bounded_model):
+    """``init`` gives theta itself, not its logit: 1.5 is outside theta's support."""
+    with pytest.raises(ValueError, match="outside the parameters' support"):
+        mcem(bounded_model, init={"theta": 1.5}, progressbar=False)
+
+
+def test_the_n_moves_asked_for_are_the_moves_made(unbounded_model, monkeypatch):
+    from pymc_unbounded_dp import kernels
+
+    made = []
+    sweep = kernels.sweep
+
+    def counted(target, state, rng, n_moves):
+        made.append(n_moves)
+        return sweep(target, state, rng, n_moves)
+
+    monkeypatch.setattr(kernels, "sweep", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # one iteration: no convergence
+        mcem(unbounded_model, n_moves=7, tune=3, max_iterations=1, random_seed=1, progressbar=False)
+    assert made and set(made) == {7}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,11 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymc_unbounded_dp.mcem.boundary import candidates
+from pymc_unbounded_dp.mcem.boundary import (
+    PROFILE_FRACTIONS,
+    PROFILE_TOLERANCE,
+    Profile,
+    candidates,
+    profile,
+)
 from pymc_unbounded_dp.mcem.em import Information, information, stopping_statistics
 from pymc_unbounded_dp.mcem.information import mean_variance
 from pymc_unbounded_dp.mcem.objective import ScaleFunctions, Sets
-from pymc_unbounded_dp.mcem.optimise import BOUNDARY, jacobian, maximise
+from pymc_unbounded_dp.mcem.optimise import BOUNDARY, Maximum, hessian, jacobian, maximise
 from pymc_unbounded_dp.mcem.options import validated_options
 from pymc_unbounded_dp.mcem.result import Convergence
 from pymc_unbounded_dp.mcem.simulated import SimulatedState, advance
@@ -92,11 +98,64 @@ def test_jacobian_of_exp():
     np.testing.assert_allclose(jacobian(np.exp, x), np.diag(np.exp(x)), rtol=1e-8)
 
 
+def test_jacobian_of_a_map_that_mixes_coordinates_is_rows_by_outputs():
+    """``J[i, j] = d f_i / d x_j``: a diagonal Jacobian (log, logit) cannot tell its transpose."""
+    mixing = np.array([[1.0, 2.0], [0.0, 3.0], [-1.0, 0.5]])
+    np.testing.assert_allclose(jacobian(lambda x: mixing @ x, np.array([0.4, -2.0])), mixing)
+
+
+def test_the_hessian_is_symmetrised():
+    """A simulated log-likelihood's gradient differences need not be symmetric (its kinks): the
+    Hessian is their symmetric part, here of the (non-gradient) field ``A x``."""
+    field = np.array([[-2.0, 1.0], [0.0, -1.0]])
+    out = hessian(lambda x: (0.0, field @ x), np.array([0.3, -0.7]), np.array([0.1, 0.2]))
+    np.testing.assert_allclose(out, 0.5 * (field + field.T), atol=1e-12)
+
+
 def test_candidates_are_capped_or_weakly_identified_transformed_parameters():
     estimate = np.array([-BOUNDARY, 0.3, 5.0])
     information = np.diag([4.0, 0.5, 4.0])  # the second's standard error is above 1
     found = candidates(estimate, np.zeros(3), information, np.array([True, True, False]))
     assert found == [(0, -1.0), (1, 1.0)]
+    # the direction is where the estimate moved: down from 2 to 0.3, though 0.3 is positive
+    found = candidates(
+        estimate, np.array([0.0, 2.0, 0.0]), information, np.array([True] * 2 + [False])
+    )
+    assert found == [(0, -1.0), (1, -1.0)]
+    # a weakly identified parameter on the real line has no bound to run to
+    weak = np.diag([4.0, 4.0, 0.25])
+    assert candidates(estimate, np.zeros(3), weak, np.array([True, True, False])) == [(0, -1.0)]
+
+
+def test_a_profile_increases_only_if_no_step_drops_beyond_the_tolerance():
+    points = np.arange(4.0)
+
+    def increasing(values):
+        return Profile(0, 1.0, points, np.array(values), []).increasing
+
+    assert increasing([0.0, 0.5, 0.6, 0.6]) and increasing([0.0, -0.5 * PROFILE_TOLERANCE, 1, 2])
+    assert not increasing([0.0, 0.5, 0.2, 0.9])  # a rise, then a fall: interior
+    assert not increasing([0.0, -2 * PROFILE_TOLERANCE, 1, 2])
+
+
+def test_a_profile_that_drops_at_the_bound_stops_there_and_one_that_rises_is_traced():
+    """The bound is evaluated first: below the estimate, the profile is the estimate and the
+    bound (interior); otherwise the profile's points are the fractions of the way there."""
+    transformed = np.array([True, False])
+
+    def loglik_with(h, dh):  # h(x[0]) beside a maximum at x[1] = 1
+        return lambda x: (h(x[0]) - (x[1] - 1.0) ** 2, np.array([dh(x[0]), -2 * (x[1] - 1.0)]))
+
+    interior = loglik_with(lambda a: -(a**2), lambda a: -2 * a)
+    estimate = Maximum(np.array([0.0, 1.0]), 0.0, True, "")
+    found = profile(interior, estimate, 0, 1.0, transformed, origin=0.0)
+    assert found.points.tolist() == [0.0, BOUNDARY] and not found.increasing
+    rising = loglik_with(lambda a: np.tanh(a), lambda a: 1 - np.tanh(a) ** 2)
+    found = profile(rising, estimate, 0, 1.0, transformed, origin=-2.0)
+    expected = -2.0 + (BOUNDARY + 2.0) * np.array(PROFILE_FRACTIONS)
+    np.testing.assert_allclose(found.points, expected)
+    np.testing.assert_allclose(found.values, np.tanh(expected), atol=1e-6)
+    assert found.increasing
 
 
 class _NormalMean:

@@ -653,6 +653,31 @@ def test_the_collapsed_approximation_reproduces_its_draws_with_one_or_two_proces
     assert np.all(moves >= 1) and np.all(moves <= 10)
 
 
+def test_one_table_whose_moments_need_quadrature_gives_the_parameters_the_independence_step():
+    """Beside a table whose sum has its own law, one table in the collapsed normal approximation
+    with moments by quadrature is enough for the parameters to leave NUTS (a gradient through the
+    quadrature costs 15-30 log-densities) for the independence step."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 1.0)
+        n_a = pmdp.SampleSize("n_a", n_dp=300, mechanism=COUNT_NOISE)
+        x_a = pmdp.Records("x_a", pm.Normal.dist(mu, 1.5), n=n_a)
+        pmdp.PrivatizedSum("s_a", x_a, SUM_NOISE, observed=150.0, check_sensitivity=False)
+        n_b = pmdp.SampleSize("n_b", n_dp=300, mechanism=COUNT_NOISE)
+        x_b = pmdp.Records("x_b", pm.Normal.dist(mu, 1.5), n=n_b)
+        pmdp.PrivatizedSum(
+            "s_b",
+            pm.math.clip(x_b, -1, 3) + (x_b > 1),
+            SUM_NOISE,
+            observed=250.0,
+            check_sensitivity=False,
+        )
+    options = {"draws": 5, "tune": 5, "chains": 1, "progressbar": False}
+    idata = pmdp.sample(
+        model=model, augment="sums", random_seed=3, compute_convergence_checks=False, **options
+    )
+    assert "independence_moves" in idata["sample_stats"]
+
+
 def test_a_large_known_n_is_filled_by_the_records_level_and_drawn_at_full_length():
     """A bounded-DP table above EAGER_RECORDS starts with a few rows in its container (no memory
     in n when the model is built); the records level fills it with n records, and forward draws
