@@ -137,11 +137,22 @@ def test_pure_and_zcdp_compose_in_zcdp_beside_a_gaussian_dp_release():
     assert label == "epsilon=0.5 + rho=0.125 + mu=0.5"
     assert delta == pytest.approx(math.sqrt(0.125) + gdp, rel=1e-12)
     assert _composed_delta(guarantees[:2])[1] == pytest.approx(math.sqrt(0.125), rel=1e-12)
+    # deltas that add up beyond 1 are capped: (0, delta)-DP with delta > 1 says nothing more
+    assert _composed_delta([Guarantee(epsilon=20.0), Guarantee(mu=5.0)])[1] == 1.0
 
 
 # --------------------------------------------------------------------------------------------------
 # the posterior of n from the count release
 # --------------------------------------------------------------------------------------------------
+class _Lopsided:
+    """Count noise with a long right tail: ``log eta(e) = -e / 8`` above 0, ``e / 2`` below."""
+
+    @staticmethod
+    def logpdf(noise):
+        noise = np.asarray(noise, dtype=float)
+        return np.where(noise >= 0, -noise / 8.0, noise / 2.0)
+
+
 @pytest.mark.parametrize(
     ("mechanism", "n_dp", "log_noise", "log_prior"),
     [
@@ -158,6 +169,13 @@ def test_pure_and_zcdp_compose_in_zcdp_beside_a_gaussian_dp_release():
             lambda e: -np.abs(e) / 5.0,
             lambda n: stats.poisson.logpmf(n, 30.0),
         ),
+        (  # a window far from 0, and a prior that pulls the mass 260 below n_dp
+            pmdp.DiscreteLaplace(scale=3.0),
+            400,
+            lambda e: -np.abs(e) / 3.0,
+            lambda n: stats.poisson.logpmf(n, 100.0),
+        ),
+        (_Lopsided(), 50, _Lopsided().logpdf, None),  # noise that is not symmetric
     ],
 )
 def test_count_posterior_is_exact_against_direct_summation(mechanism, n_dp, log_noise, log_prior):
@@ -413,6 +431,18 @@ def test_compare_posteriors_recovers_known_shifts(kind):
     # intervals 10 sd apart do not overlap: 0, not a negative length
     far = compare_posteriors(_as(kind, unbounded), _as(kind, _synthetic(rng, 10.0, 1.0)))
     assert far.loc["mu", "interval_overlap"] == 0.0
+
+
+def test_compare_posteriors_on_six_draws_by_hand():
+    """Two chains of three draws each: means and sample sds (``ddof=1``) of the pooled draws."""
+    unbounded = xr.Dataset({"mu": (("chain", "draw"), [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]])})
+    plugin = xr.Dataset({"mu": (("chain", "draw"), [[1.0, 1.0, 1.0], [2.0, 2.0, 3.0]])})
+    row = compare_posteriors(unbounded, plugin).loc["mu"]
+    sd_u, sd_p = math.sqrt(17.5 / 5), math.sqrt((3 * 4 / 9 + 2 / 9 + 16 / 9) / 5)
+    assert row["mean_unbounded"] == 2.5 and row["mean_plugin"] == pytest.approx(10 / 6)
+    assert row["sd_unbounded"] == pytest.approx(sd_u) and row["sd_plugin"] == pytest.approx(sd_p)
+    assert row["mean_shift"] == pytest.approx((2.5 - 10 / 6) / sd_u)
+    assert row["sd_ratio"] == pytest.approx(sd_p / sd_u)
 
 
 def test_compare_posteriors_refuses_bad_input():

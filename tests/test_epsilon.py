@@ -37,8 +37,8 @@ def fake_membership_risk(plan, record, prior=0.5, *, replacement=None):
         advantage=0.5 - risk,
         posterior_odds_bound=math.exp(epsilon),
         epsilon_bound=math.exp(epsilon),
-        lower=risk,
-        upper=risk,
+        lower=0.9 * risk,  # a bracket around the risk, as an engine that bounds it reports
+        upper=1.1 * risk,
         method="fake",
         neighbouring=plan.neighbouring,
     )
@@ -109,7 +109,8 @@ def test_the_table_has_one_row_per_epsilon_with_split_risk_and_utility(report):
     assert np.allclose(table["membership_risk"], risks, rtol=0, atol=1e-15)
     assert np.allclose(table["advantage"], [0.5 - r for r in risks])
     assert np.allclose(table["epsilon_bound"], np.exp(GRID))
-    assert np.allclose(table["membership_risk_lower"], risks)
+    assert np.allclose(table["membership_risk_lower"], 0.9 * np.array(risks))
+    assert np.allclose(table["membership_risk_upper"], 1.1 * np.array(risks))
     assert list(table["risk_method"]) == ["fake", "fake"]
     plans = [call[0] for call in report.risk_calls]
     assert [p.guarantee["epsilon"] for p in plans] == pytest.approx(GRID)
@@ -252,7 +253,9 @@ def hand_made(**options):
             "width(a)": [0.9, 0.5, 0.3, 0.2],
             "width_se(a)": [0.01] * 4,
             "width(b)": [0.6, 0.4, 0.35, 0.1],
-            "width_se(b)": [0.03] * 4,
+            # from 1 to 0.5, b's width moves by 0.05: within twice the error only with both
+            # rows' errors, sqrt(0.01^2 + 0.03^2) (twice the larger budget's would be 0.028)
+            "width_se(b)": [0.03, 0.03, 0.01, 0.03],
         },
         index=pd.Index([0.25, 0.5, 1.0, 2.0], name="epsilon"),
     )
@@ -371,6 +374,53 @@ def test_the_reference_fit_has_noise_ten_times_smaller_than_the_largest_budget(m
     largest = _plan_at(template, 4.0).mechanisms["s"].scale
     reference = _plan_at(template, _reference_budget(template, 4.0)).mechanisms["s"].scale
     assert reference == pytest.approx(largest / REFERENCE_FACTOR, rel=1e-12)
+
+
+def test_the_reference_is_beyond_the_largest_budget_and_a_fit_pools_its_chains(
+    plan, records, fake_risk, monkeypatch
+):
+    """With the sampler faked (two chains, the second 1 above the first): the first release
+    simulated, the reference's, has noise ten times smaller than at the largest budget (not the
+    smallest), and each fit's mean and sd are of both chains' draws."""
+    import arviz as az
+
+    from pymc_unbounded_dp import epsilon, sampling
+    from pymc_unbounded_dp.epsilon import REFERENCE_FACTOR, _plan_at
+
+    simulated = []
+    real = epsilon.simulate_release
+
+    def recorded(budget_plan, sums, n, seed):
+        simulated.append(budget_plan)
+        return real(budget_plan, sums, n, seed)
+
+    def fake_sample(draws, chains, **options):
+        theta = np.linspace(0.1, 0.2, draws)[None, :] + np.arange(chains)[:, None] * 0.5
+        if az.__version__.startswith("0."):
+            return az.from_dict(posterior={"theta": theta})
+        return az.from_dict({"posterior": {"theta": theta}})
+
+    monkeypatch.setattr(epsilon, "simulate_release", recorded)
+    monkeypatch.setattr(sampling, "sample", fake_sample)
+    made = pmdp.choose_epsilon(
+        records, plan, bernoulli_model, GRID, params="theta", replicates=2, random_seed=1,
+        draws=5, tune=1, chains=2,
+    )  # fmt: skip
+    largest = _plan_at(plan, GRID[-1]).mechanisms["s"].scale
+    assert simulated[0].mechanisms["s"].scale == pytest.approx(largest / REFERENCE_FACTOR)
+    pooled = np.concatenate([np.linspace(0.1, 0.2, 5), np.linspace(0.6, 0.7, 5)])
+    np.testing.assert_allclose(made.fits["mean"], pooled.mean())
+    np.testing.assert_allclose(made.fits["sd"], pooled.std(ddof=1))
+
+
+def test_each_value_of_a_simulated_release_has_its_own_noise():
+    """Two statistics with one mechanism: their noises differ (independent streams), at every
+    seed tried."""
+    twins = rl.Plan([rl.Statistic("a", 0, 1), rl.Statistic("b", 0, 1), rl.Count("n")], epsilon=1.0)
+    assert twins.mechanisms["a"] == twins.mechanisms["b"]
+    for seed in range(5):
+        release = simulate_release(twins, {"a": 3.0, "b": 3.0}, 10, random_seed=seed)
+        assert release["a"].value != release["b"].value, seed
 
 
 def test_risk_of_a_count_is_the_closed_form(plan, records):

@@ -487,6 +487,7 @@ FLOATS = dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=
 INTS = dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64")
 INTS_L2 = dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T=float)
 INT = dp.atom_domain(T="i32"), dp.absolute_distance(T="i32")
+UINT = dp.atom_domain(T="u32"), dp.absolute_distance(T="u32")  # unsigned: integers too
 
 
 @pytest.mark.parametrize(
@@ -496,6 +497,7 @@ INT = dp.atom_domain(T="i32"), dp.absolute_distance(T="i32")
         (lambda: FLOATS >> dp.m.then_laplace(scale=1.5), pmdp.Laplace(scale=1.5)),
         (lambda: dp.m.make_laplace(*INTS, scale=2.5), pmdp.DiscreteLaplace(scale=2.5)),
         (lambda: dp.m.make_geometric(*INT, scale=3.0), pmdp.DiscreteLaplace(scale=3.0)),
+        (lambda: dp.m.make_geometric(*UINT, scale=2.0), pmdp.DiscreteLaplace(scale=2.0)),
         (lambda: dp.m.make_gaussian(*FLOAT, scale=1e-3), pmdp.Gaussian(sigma=1e-3)),
         (lambda: dp.m.make_gaussian(*INTS_L2, scale=4.0), pmdp.DiscreteGaussian(sigma=4.0)),
         (lambda: dp.m.make_noise(*FLOAT, dp.max_divergence(), scale=0.1), pmdp.Laplace(scale=0.1)),
@@ -517,6 +519,9 @@ def test_from_opendp_reads_family_and_scale(build, expected):
 def test_to_opendp_and_back_is_the_same_mechanism(mechanism, shape):
     measurement = rl.to_opendp(mechanism, shape)
     assert rl.from_opendp(measurement) == mechanism
+    size = int(np.prod(shape))  # an array is released as its flattened values
+    zeros = [0 if mechanism.discrete else 0.0] * size
+    assert np.asarray(measurement(zeros if shape else zeros[0])).size == size
     # OpenDP's own privacy map agrees with the mechanism's guarantee at its sensitivity.
     (value,) = mechanism.privacy.values()
     d_in = 1 if mechanism.discrete and mechanism.norm == "l1" else 1.0
@@ -541,6 +546,8 @@ def test_to_opendp_and_back_is_the_same_mechanism(mechanism, shape):
             "make_chain_mt",
         ),
         (lambda: dp.m.make_laplace(*FLOAT, scale=0.37, k=-2), ValueError, "lattice 2\\*\\*-2"),
+        # a lattice 16 times finer than the scale is still coarse: 10 binary digits are asked
+        (lambda: dp.m.make_laplace(*FLOAT, scale=1.0, k=-4), ValueError, "lattice 2\\*\\*-4"),
         (lambda: dp.m.make_geometric(*INT, scale=3.0, bounds=(0, 10)), TypeError, "`bounds`"),
         (lambda: 1.0, TypeError, "must be an OpenDP Measurement"),
     ],
