@@ -520,6 +520,8 @@ def test_to_opendp_and_back_is_the_same_mechanism(mechanism, shape):
     measurement = rl.to_opendp(mechanism, shape)
     assert rl.from_opendp(measurement) == mechanism
     size = int(np.prod(shape))  # an array is released as its flattened values
+    if shape:
+        assert measurement.input_domain.size == size  # OpenDP checks what it composes with
     zeros = [0 if mechanism.discrete else 0.0] * size
     assert np.asarray(measurement(zeros if shape else zeros[0])).size == size
     # OpenDP's own privacy map agrees with the mechanism's guarantee at its sensitivity.

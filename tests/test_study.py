@@ -257,6 +257,11 @@ def test_the_report_flags_short_chains_and_says_how_to_run_longer(tmp_path):
     assert "50 !" in row and "nan !" not in row
     note = text[text.index("## convergence") :]
     assert "in 2 of 4 fits" in note and "R-hat 1.24, bulk ESS 35" in note
+    eps_s = f"{bad_fit.epsilon_s:g}"
+    assert f"n of unbounded, epsilon_s {eps_s}, epsilon_n 0.01, replicate 0: R-hat" in note
+    bounded = next(fit for fit in study.fits() if fit.bounded)  # no epsilon_n to name
+    text = pmdp.examples.study.write_report(study, fake_records(bounded), tmp_path)["summary"]
+    assert f"n of bounded, epsilon_s {eps_s}, replicate 0: R-hat 1.24" in text.read_text()
     assert f"--draws {4 * study.draws} --tune {2 * study.tune}" in note
     # one chain's fits: no R-hat (stored as None), only the ESS is flagged
     records = fake_records(None, short_fit)
