@@ -633,21 +633,21 @@ def test_the_same_seed_gives_the_same_draws_with_one_or_two_processes(bernoulli_
     )
 
 
+def _quadrature_table(mu, suffix: str = "") -> None:
+    """A table of ``N(mu, 1.5)`` records released as a clamp plus an indicator: the indicator's
+    jump keeps its moments out of closed form (the collapsed normal approximation integrates)."""
+    n = pmdp.SampleSize(f"n{suffix}", n_dp=300, mechanism=COUNT_NOISE)
+    x = pmdp.Records(f"x{suffix}", pm.Normal.dist(mu, 1.5), n=n)
+    statistic = pm.math.clip(x, -1, 3) + (x > 1)
+    pmdp.PrivatizedSum(f"s{suffix}", statistic, SUM_NOISE, observed=250.0, check_sensitivity=False)
+
+
 def test_the_collapsed_approximation_reproduces_its_draws_with_one_or_two_processes():
     """The independence step's fits and its moves per iteration follow the draws, not timings:
     the same seed gives the same draws whatever ``cores``, and another seed other draws. (The
     indicator's jump keeps the moments out of closed form, so the independence step runs.)"""
     with pm.Model() as model:
-        mu = pm.Normal("mu", 0.5, 1.0)
-        n = pmdp.SampleSize("n", n_dp=300, mechanism=COUNT_NOISE)
-        x = pmdp.Records("x", pm.Normal.dist(mu, 1.5), n=n)
-        pmdp.PrivatizedSum(
-            "s",
-            pm.math.clip(x, -1, 3) + (x > 1),
-            SUM_NOISE,
-            observed=250.0,
-            check_sensitivity=False,
-        )
+        _quadrature_table(pm.Normal("mu", 0.5, 1.0))
     one = _reproduced(model, ("mu", "n", "s_total"), 23, "mu", draws=150, tune=150)
     moves = one["sample_stats"]["independence_moves"].values
     assert np.all(moves >= 1) and np.all(moves <= 10)
@@ -662,15 +662,7 @@ def test_one_table_whose_moments_need_quadrature_gives_the_parameters_the_indepe
         n_a = pmdp.SampleSize("n_a", n_dp=300, mechanism=COUNT_NOISE)
         x_a = pmdp.Records("x_a", pm.Normal.dist(mu, 1.5), n=n_a)
         pmdp.PrivatizedSum("s_a", x_a, SUM_NOISE, observed=150.0, check_sensitivity=False)
-        n_b = pmdp.SampleSize("n_b", n_dp=300, mechanism=COUNT_NOISE)
-        x_b = pmdp.Records("x_b", pm.Normal.dist(mu, 1.5), n=n_b)
-        pmdp.PrivatizedSum(
-            "s_b",
-            pm.math.clip(x_b, -1, 3) + (x_b > 1),
-            SUM_NOISE,
-            observed=250.0,
-            check_sensitivity=False,
-        )
+        _quadrature_table(mu, "_b")
     options = {"draws": 5, "tune": 5, "chains": 1, "progressbar": False}
     idata = pmdp.sample(
         model=model, augment="sums", random_seed=3, compute_convergence_checks=False, **options
