@@ -212,6 +212,16 @@ def test_discrete_quantile_matches_scipy(mu):
     np.testing.assert_array_equal(k, stats.poisson.ppf(u, mu).astype(int))
 
 
+def test_discrete_quantile_with_a_parameter_per_record_matches_scipy():
+    """Each record's search reads its own parameter (a regression's per-record means), including
+    the records a first guess does not settle."""
+    rng = np.random.default_rng(1)
+    u, mu = rng.random(500), rng.uniform(0.3, 60.0, size=500)
+    hint = rng.integers(0, 200, size=500)
+    k = discrete_quantile(lambda k, m: stats.poisson.cdf(k, m), u, hint, [mu])
+    np.testing.assert_array_equal(k, stats.poisson.ppf(u, mu).astype(int))
+
+
 def counting(cdf, limit=2000):
     """``cdf`` that fails after ``limit`` calls: a search that does not end fails, not hangs."""
     calls = [0]

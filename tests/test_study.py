@@ -79,6 +79,8 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
         ("mcem", {"epsilon_s": (0.5, 1.0)}, "epsilon_s: the mcem study has one epsilon_s"),
         ("mcem", {"replicates": 0}, "replicates: at least 1"),
         ("mcem", {"epsilon_n": (0.0, 1.0)}, "epsilon_n: values must be positive"),
+        ("mcem", {"epsilon_n": (-1.0,)}, "epsilon_n: values must be positive"),
+        ("regression", {"prob": 1.5}, "prob: must be in"),
         ("mcem", {"epsilon_s": ()}, "epsilon_s: the mcem study has one epsilon_s"),
     ],
 )
