@@ -162,13 +162,17 @@ class ConjugateGibbs(PackageStep):
         for rv, new in zip(rvs, placeholders):
             transform = model.rvs_to_transforms.get(rv)
             forward.append(new if transform is None else transform.forward(new, *rv.owner.inputs))
-        # A transform's parameters may involve the claimed variables: use their new values.
-        forward = clone_replace(forward, dict(zip(rvs, placeholders)))
+        # A transform's parameters may involve the claimed variables (use their new values) and
+        # the others (their current values, on their own scale). One replacement does both: a
+        # clone made for the first would hide the others' random variables from the second.
         others = [rv for rv in model.free_RVs if rv not in rvs]
-        forward = replace_rvs_by_values(
-            forward,
+        current = replace_rvs_by_values(
+            others,
             rvs_to_values={rv: model.rvs_to_values[rv] for rv in others},
             rvs_to_transforms=model.rvs_to_transforms,
+        )
+        forward = clone_replace(
+            forward, {**dict(zip(rvs, placeholders)), **dict(zip(others, current))}
         )
         fn = compile_pymc([*model.value_vars, *placeholders], forward, on_unused_input="ignore")
         dtypes = [rv.dtype for rv in rvs]

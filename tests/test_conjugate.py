@@ -188,6 +188,23 @@ def test_values_are_written_on_the_transformed_scale():
     assert point["scale_interval__"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_a_bound_from_an_unclaimed_transformed_variable_is_read_on_its_own_scale():
+    """``scale``'s upper bound is ``width``, which the step does not claim and which PyMC keeps
+    on a log scale: the interval transform takes width itself (here e^1), not its log."""
+    with pm.Model() as model:
+        width = pm.HalfNormal("width", 2.0)
+        scale = pm.Uniform("scale", lower=0.0, upper=width)
+        x = pmdp.Records("x", pm.Normal.dist(0.0, scale), n=5)
+        pmdp.PrivatizedSum("s", pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=0.2)
+    step = conjugate.ConjugateGibbs(
+        [scale], lambda rng, records, values: {"scale": 0.5}, model=model
+    )
+    start = {**model.initial_point(), "width_log__": np.asarray(1.0)}
+    point, _ = step.step(start)
+    upper = math.e
+    assert point["scale_interval__"] == pytest.approx(math.log(0.5 / (upper - 0.5)), rel=1e-12)
+
+
 def test_the_tune_stat_follows_each_chains_tuning():
     """PyMC calls ``reset_tuning`` at the start of every chain and ``stop_tuning`` after its tuning
     draws; with ``cores=1`` the chains run one after another through the same step object."""
@@ -573,6 +590,11 @@ def test_building_blocks_defaults_are_the_documented_priors():
     same(
         lambda r: conjugate.normal_gamma(r, z, y)[0],
         lambda r: conjugate.normal_gamma(r, z, y, np.zeros(2), np.eye(2), 1.0, 1.0)[0],
+        **normals,
+    )
+    same(  # each default on its own: a precision given without a mean keeps that precision
+        lambda r: conjugate.normal_gamma(r, z, y, prior_precision=4 * np.eye(2))[0],
+        lambda r: conjugate.normal_gamma(r, z, y, np.zeros(2), 4 * np.eye(2), 1.0, 1.0)[0],
         **normals,
     )
     rec = _Scripted(**normals)
