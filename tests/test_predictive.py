@@ -501,3 +501,72 @@ def test_a_model_without_privacy_blocks_draws_as_pymc_does():
     np.testing.assert_array_equal(
         group(ours, "prior_predictive")["y"].values, group(theirs, "prior_predictive")["y"].values
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. several tables, thinned traces, known beside latent n (a third hand audit, issue 32)
+# --------------------------------------------------------------------------------------------------
+def _two_tables(known_b: bool = False) -> pm.Model:
+    """Two tables of Bernoulli records sharing theta: a latent n_a, and n_b latent or 30."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", A, B)
+        for table in ("a", "b"):
+            known = known_b and table == "b"
+            n = 30 if known else pmdp.SampleSize(f"n_{table}", n_dp=30, mechanism=N_MECHANISM)
+            x = pmdp.Records(f"x_{table}", pm.Bernoulli.dist(theta), n=n)
+            pmdp.PrivatizedSum(f"s_{table}", x, S_MECHANISM, observed=10.3)
+    return model
+
+
+def _posterior(**values):
+    import arviz as az
+
+    if az.__version__.startswith("0."):
+        return az.from_dict(posterior=values)
+    return az.from_dict({"posterior": values})
+
+
+def test_the_sums_level_draws_each_table_from_its_own_stream_and_keeps_the_draw_labels():
+    """Two tables with one law and one n at every draw: their release draws differ; a thinned
+    trace's draw labels (0, 2, 4, ...) are the predictive's."""
+    rng = np.random.default_rng(3)
+    trace = _posterior(
+        theta=rng.uniform(0.2, 0.5, (2, 40)), n_a=np.full((2, 40), 30), n_b=np.full((2, 40), 30)
+    ).isel(draw=slice(0, None, 2))
+    drawn = pmdp.sample_posterior_predictive(trace, _two_tables(), augment="sums", random_seed=5)
+    predictive = group(drawn, "posterior_predictive")
+    assert not np.array_equal(predictive["s_a"].values, predictive["s_b"].values)
+    np.testing.assert_array_equal(
+        predictive["draw"].values, group(trace, "posterior")["draw"].values
+    )
+    assert predictive["draw"].values[:3].tolist() == [0, 2, 4]
+
+
+def test_records_of_a_known_table_are_drawn_beside_a_latent_one():
+    """Only a table whose n is latent refuses to draw its records; a known table's are drawn."""
+    drawn = pmdp.sample_prior_predictive(7, _two_tables(known_b=True), var_names=["x_b"])
+    assert group(drawn, "prior_predictive")["x_b"].shape[-1] == 30
+    with pytest.raises(ValueError, match=r"'x_a'.*latent SampleSize 'n_a'"):
+        pmdp.sample_prior_predictive(7, _two_tables(known_b=True), var_names=["x_a"])
+
+
+def test_the_posterior_predictive_of_a_plain_model_is_pymcs():
+    with pm.Model() as plain:
+        mu = pm.Normal("mu")
+        pm.Normal("y", mu, 1, observed=[0.3, -0.2])
+    trace = _posterior(mu=np.random.default_rng(2).normal(size=(2, 20)))
+    ours = pmdp.sample_posterior_predictive(trace, plain, random_seed=6)
+    theirs = pm.sample_posterior_predictive(trace, plain, random_seed=6)
+    np.testing.assert_array_equal(
+        group(ours, "posterior_predictive")["y"].values,
+        group(theirs, "posterior_predictive")["y"].values,
+    )
+
+
+def test_a_trace_without_n_is_refused_whatever_else_is_asked_for(unbounded, monkeypatch):
+    """Among the variables asked for, one that needs n is enough for the refusal."""
+    model, trace = unbounded
+    refuse_to_sample(monkeypatch)
+    theta_only = group(trace, "posterior")[["theta"]]
+    with pytest.raises(ValueError, match=r"no draws of the latent SampleSize 'n'"):
+        pmdp.sample_posterior_predictive(theta_only, model, var_names=["theta", "s"])
