@@ -419,4 +419,6 @@ def statistic_function(table: TableSpec):
     record_rvs = [r.rv for r in table.records]
     inputs = [rv.type() for rv in record_rvs]
     out = clone_replace(flat_statistics(table.sums), dict(zip(record_rvs, inputs)))
-    return compile_pymc(inputs, out, mode=KERNEL_MODE)
+    # a parent record variable that enters the table only through a child's law is an input the
+    # statistics need not read
+    return compile_pymc(inputs, out, mode=KERNEL_MODE, on_unused_input="ignore")

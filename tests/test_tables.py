@@ -259,6 +259,27 @@ def test_every_kind_of_record_in_its_own_table(kinds_exact, tables, path, option
     check_kinds(idata, kinds_exact, [v for t in tables for v in names[t]], path)
 
 
+def test_parents_released_only_through_their_child_match_quadrature():
+    """``c | a, b ~ N(a + b, 1)``, ``a ~ N(mu, 1)``, ``b ~ N(0, 1)``, and only ``c`` released (a
+    clamp at +-40, inert): ``c ~ N(mu, 3)``, so mu's posterior is the one-variable quadrature.
+    With the interweaving move on (the default) and off; the move reads the statistics of a
+    table whose parents no statistic reads (it once failed there on an unused input)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.5, 2.0)
+        a = pmdp.Records("a", pm.Normal.dist(mu, 1), n=20)
+        b = pmdp.Records("b", pm.Normal.dist(0, 1), n=20)
+        c = pmdp.Records("c", pm.Normal.dist(a + b, 1), n=20)
+        pmdp.PrivatizedSum("s", pt.clip(c, -40, 40), pmdp.Laplace(scale=3.0, sensitivity=40), 31.0)
+    exact = normal_posterior(31.0, 3.0, np.sqrt(3.0), 0.5, 2.0, n=20)
+    for interweave, seed in ((True, 41), (False, 42)):
+        idata = pmdp.sample(model=model, interweave=interweave, random_seed=seed, **SAMPLE)
+        draws = draws_of(idata, "mu")
+        assert_mean_matches(draws, exact["mu_mean"], f"mu (interweave={interweave})")
+        assert_centred_variance_matches(
+            draws, exact["mu_mean"], exact["mu_var"], f"mu (interweave={interweave})"
+        )
+
+
 def test_a_record_with_two_parents_joins_them_in_one_table():
     """``c | a, b`` with ``a`` and ``b`` independent (known n): one table of three record
     variables, whatever order the links are met in (each link joins the two tables' roots)."""
