@@ -192,6 +192,16 @@ def _shared_ancestors(rvs, model: pm.Model) -> list[SharedVariable]:
     return [v for v in ancestors(values) if isinstance(v, SharedVariable)]
 
 
+def _reachable(graph, replace: dict) -> dict:
+    """The entries of ``replace`` whose keys ``graph`` reaches without passing another key.
+
+    ``graph_replace`` fails ("not a part of graph") on a key below another key (a record
+    container below its record variable), even with ``strict=False``.
+    """
+    blockers = list(replace)
+    return {v: replace[v] for v in ancestors([graph], blockers=blockers) if v in replace}
+
+
 def _remapped(blocks: ModelBlocks, source: pm.Model, model: pm.Model) -> ModelBlocks:
     """``blocks`` of ``source`` with every variable replaced by ``model``'s of the same name."""
 
@@ -236,7 +246,7 @@ def _remapped(blocks: ModelBlocks, source: pm.Model, model: pm.Model) -> ModelBl
             spec,
             statistic=replace[spec.statistic]
             if spec.statistic in replace  # the records themselves
-            else graph_replace(spec.statistic, replace, strict=False),
+            else graph_replace(spec.statistic, _reachable(spec.statistic, replace), strict=False),
             release_rv=variable(spec.name, "release", free=False),
         )
         for spec in blocks.sums

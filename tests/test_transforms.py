@@ -116,6 +116,21 @@ def test_a_cloned_model_gives_the_same_draws_as_its_source(model):
         np.testing.assert_array_equal(draws_of(source, name), draws_of(clone, name))
 
 
+def test_a_cloned_model_with_a_clamped_statistic_gives_the_same_draws_as_its_source():
+    """A statistic that is a graph of the records (a clamp), not the records themselves, is
+    rebuilt on the clone's variables (it once failed there: "not a part of graph")."""
+    import pytensor.tensor as pt
+
+    with pm.Model() as clamped:
+        mu = pm.Normal("mu", 0, 2)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=15)
+        pmdp.PrivatizedSum("s", pt.clip(x, -2, 2), pmdp.Laplace(epsilon=1.0, sensitivity=2), 4.2)
+    quick = dict(draws=30, tune=30, chains=1, progressbar=False, compute_convergence_checks=False)
+    source = pmdp.sample(model=clamped, random_seed=6, **quick)
+    clone = pmdp.sample(model=clone_model(clamped), random_seed=6, **quick)
+    np.testing.assert_array_equal(draws_of(source, "mu"), draws_of(clone, "mu"))
+
+
 def test_a_frozen_model_samples_with_its_data_as_constants(model):
     frozen = freeze_dims_and_data(model)
     assert all(isinstance(v, TensorConstant) for v in frozen.data_vars)
