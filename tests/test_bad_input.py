@@ -140,6 +140,7 @@ CATALOGUE = [
     ("n_dp-none", sample_size(None), TypeError, ["`n_dp`", "required"]),
     ("n_dp-bool", sample_size(True), TypeError, ["`n_dp`", "numeric"]),
     ("n_dp-beyond-2**53", sample_size(1e300), ValueError, ["`n_dp`", "2**53"]),
+    ("n_dp-below-minus-2**53", sample_size(-1e300), ValueError, ["`n_dp`", "2**53"]),
     ("n_dp-not-integer", sample_size(10.5), ValueError, ["`n_dp`", "must be an integer"]),
     (
         "n_dp-masked",

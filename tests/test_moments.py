@@ -192,6 +192,26 @@ def test_a_kink_of_abs_is_cut_and_the_error_is_the_worst_coordinates():
     assert alone > 1e-4 and integration_error(both, values)[0] == pytest.approx(alone, rel=1e-9)
 
 
+def test_a_power_of_a_product_has_the_degree_of_both():
+    """``(c * c) ** 2`` is of degree 4 (the power times its base's degree 2): a rule fitted to
+    degree 2 would miss ``E[c^4]``."""
+
+    def fourth(x):
+        c = np.clip(x, LOW, HIGH)
+        return np.array([c, (c * c) ** 2, c * c])
+
+    def statistic(x):
+        c = pt.clip(x, LOW, HIGH)
+        return pt.stack([c, (c * c) ** 2, c * c], axis=1)
+
+    moments = record_moments(_normal_table(statistic, 3))
+    assert moments.closed_form
+    mean, cov, _ = moment_function(moments)(np.float64(0.4), np.float64(1.3))
+    exact_mean, exact_cov, _ = _exact(0.4, 1.3, fourth)
+    np.testing.assert_allclose(mean, exact_mean, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(cov, exact_cov, rtol=1e-9, atol=1e-9)
+
+
 def test_a_square_written_with_sqr_has_degree_two_in_the_closed_form():
     """``pt.sqr`` as the highest power: the closed form's polynomial degree is 2 (with degree 1
     the rule would be fitted to a line and miss ``E[c^2]`` by ~0.1 here)."""

@@ -41,6 +41,8 @@ def records():
             "X": pmdp.Records("X", pm.Normal.dist(0, 1, shape=2), n=n),
             "tri": pmdp.Records("tri", pm.Triangular.dist(lower=-1, c=0.5, upper=2), n=n),
         }
+        lower = pm.Uniform("lower", 0, 1)
+        found["ul"] = pmdp.Records("ul", pm.Uniform.dist(lower=lower, upper=5), n=n)
         X = found["X"]
         found["y"] = pmdp.Records("y", pm.Bernoulli.dist(pm.math.sigmoid(X[:, 0] * beta)), n=n)
         found["w"] = pmdp.Records("w", pm.Normal.dist(X[:, 1] * beta, 1), n=n)
@@ -95,6 +97,13 @@ CASES = {
     "y | X, normal": (lambda r: r["w"], -INF, INF),
     "exp of a normal": (lambda r: pt.exp(r["x"]), 0, INF),
     "division by a range with 0": (lambda r: 1 / clip(r["x"], -1, 1), -INF, INF),
+    "sigmoid of a clamp": (
+        lambda r: pt.sigmoid(clip(r["x"], -1, 2)),
+        1 / (1 + math.e),
+        1 / (1 + math.exp(-2)),
+    ),
+    "a negative power of a positive clamp": (lambda r: clip(r["x"], 1, 2) ** -1, 0.5, 1),
+    "Uniform from a parameter's range": (lambda r: r["ul"], 0, 5),  # lower ~ Uniform(0, 1)
 }
 
 

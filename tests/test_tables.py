@@ -280,6 +280,27 @@ def test_parents_released_only_through_their_child_match_quadrature():
         )
 
 
+def test_records_sharing_a_sample_size_or_a_parent_are_one_table_in_a_derived_model_too():
+    """``x`` and ``z`` share a latent n and ``y | x`` has a known n; each is released on its own
+    (no release links them). Their tables hold them together, and so do a clone's."""
+    from pymc.model.fgraph import clone_model
+
+    clip = pmdp.Laplace(epsilon=1.0)  # of a clamp to [-1, 1]
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize("n", n_dp=20, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        z = pmdp.Records("z", pm.Normal.dist(0, 1), n=n)
+        pmdp.PrivatizedSum("sx", x, pmdp.Laplace(epsilon=1.0), observed=7.0)
+        pmdp.PrivatizedSum("sz", pt.clip(z, -1, 1), clip, observed=0.5)
+        u = pmdp.Records("u", pm.Normal.dist(0, 1), n=15)
+        y = pmdp.Records("y", pm.Bernoulli.dist(pm.math.sigmoid(u)), n=15)
+        pmdp.PrivatizedSum("su", pt.clip(u, -1, 1), clip, observed=0.2)
+        pmdp.PrivatizedSum("sy", y, pmdp.Laplace(epsilon=1.0), observed=8.0)
+    for built in (model, clone_model(model)):
+        assert [t.record_names for t in model_blocks(built).tables()] == [("x", "z"), ("u", "y")]
+
+
 def test_a_record_with_two_parents_joins_them_in_one_table():
     """``c | a, b`` with ``a`` and ``b`` independent (known n): one table of three record
     variables, whatever order the links are met in (each link joins the two tables' roots)."""
