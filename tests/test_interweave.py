@@ -526,6 +526,19 @@ def test_the_numba_and_python_paths_give_the_same_chain(bounded):
     np.testing.assert_allclose(draws["numba"], draws["python"], rtol=1e-6)
 
 
+def test_auto_falls_back_to_python_where_a_large_model_has_no_numba_implementation():
+    """Above NUMBA_MIN_RECORDS, backend='auto' tries numba; a target without a numba
+    implementation (the Poisson's randomized PIT) then runs in Python, not refused."""
+    from pymc_unbounded_dp.interweave import MAX_STEPS_PYTHON, NUMBA_MIN_RECORDS
+
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", alpha=2.0, beta=1.0)
+        x = pmdp.Records("x", pm.Poisson.dist(lam), n=NUMBA_MIN_RECORDS)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=5.0), observed=2.0 * NUMBA_MIN_RECORDS)
+    move = pmdp.Interweave(model=model, backend="auto")
+    assert move.method == "noncentred" and move.max_steps == MAX_STEPS_PYTHON
+
+
 def test_a_numba_backend_without_a_numba_implementation_is_refused_at_build_time():
     with pytest.raises(ValueError, match=r"backend='numba'.*no numba implementation"):
         pmdp.Interweave(model=model_of("poisson", True), backend="numba")
