@@ -402,3 +402,89 @@ def test_only_rows_that_fail_a_convergence_check_are_flagged():
     labels = flag_labels(convergence_flags(table, chains=4))
     # the limits: R-hat 1.01 and a bulk ESS of 100 per chain (Vehtari et al. 2021)
     assert labels == ["", "! r_hat", "! ess_bulk", "", "", "! r_hat, ess_bulk"]
+
+
+# -- the demo's settings, streams and summary, the sampler faked (a hand audit, issue 32) --------
+class _Called(Exception):
+    pass
+
+
+def _fake_posterior(chains, draws, values: dict):
+    """Draws constant at ``values`` (name -> scalar or vector)."""
+    import arviz as az
+
+    posterior = {
+        k: np.broadcast_to(np.asarray(v, dtype=float), (chains, draws, *np.shape(v))).copy()
+        for k, v in values.items()
+    }
+    if az.__version__.startswith("0."):
+        return az.from_dict(posterior=posterior)
+    return az.from_dict({"posterior": posterior})
+
+
+def test_the_demo_command_passes_its_settings_to_the_fit(monkeypatch, tmp_path):
+    """``--tune 0`` is 0 tuning draws; up to SUMS_FROM records the records level, beyond it the
+    sums level; ``--bounded`` fits the bounded model."""
+    calls = []
+
+    def stopped(**options):
+        calls.append(options)
+        raise _Called
+
+    monkeypatch.setattr(demo, "fit_demo", stopped)
+    runs = [
+        (["--tune", "0"], {"tune": 0, "augment": "records", "bounded": False}),
+        (["--records", str(cli.SUMS_FROM)], {"augment": "records", "n": cli.SUMS_FROM}),
+        (["--records", str(cli.SUMS_FROM + 1)], {"augment": "sums"}),
+        (["--bounded"], {"bounded": True}),
+    ]
+    for flags, expected in runs:
+        with pytest.raises(_Called):
+            cli.main(["demo", *flags, "--out", str(tmp_path)])
+        assert {k: calls[-1][k] for k in expected} == expected, flags
+
+
+def test_the_demo_draws_its_data_and_its_noise_from_two_streams_and_fits_the_bounded_model(
+    monkeypatch,
+):
+    from pymc_unbounded_dp import sampling
+    from pymc_unbounded_dp._registry import model_blocks
+
+    streams, models = {}, []
+    simulate, privatize = regression.simulate_regression, regression.privatize_regression
+
+    def recorded_simulate(n, seed):
+        streams["data"] = np.random.default_rng(seed).random(3).tolist()
+        return simulate(n, seed=seed)
+
+    def recorded_privatize(data, epsilon_s, epsilon_n, seed):
+        streams["noise"] = np.random.default_rng(seed).random(3).tolist()
+        return privatize(data, epsilon_s, epsilon_n, seed=seed)
+
+    def fake_sample(draws, chains, **options):
+        models.append(pm.modelcontext(None))
+        return _fake_posterior(chains, draws, {"beta": [0.0] * 3, "tau": 1.0})
+
+    monkeypatch.setattr(regression, "simulate_regression", recorded_simulate)
+    monkeypatch.setattr(regression, "privatize_regression", recorded_privatize)
+    monkeypatch.setattr(sampling, "sample", fake_sample)
+    demo.fit_demo(draws=2, tune=1, chains=1, n=200, sampler="nuts", progressbar=False)
+    assert streams["data"] != streams["noise"]
+    for augment in ("records", "sums"):  # --bounded reaches the model at either level
+        demo.fit_demo(draws=2, tune=1, chains=1, n=300, bounded=True, augment=augment)
+        assert not model_blocks(models[-1]).sample_sizes, augment
+
+
+def test_the_demo_summary_counts_a_truth_on_an_interval_end_as_covered():
+    """Draws constant at the truth: every interval is the point itself, and it covers it."""
+    release = regression.privatize_regression(regression.simulate_regression(100, 1), 1, 1, 2)
+    truth = regression.regression_truth()
+    values = {
+        "beta": [truth[f"beta[{j}]"] for j in range(3)],
+        "tau": truth["tau"],
+        "mu": [truth[f"mu[{j}]"] for j in range(2)],
+        "n": float(release.n),
+    }
+    result = demo.DemoResult(release, _fake_posterior(2, 50, values), False, 1, "gibbs", 1.0)
+    table = demo.demo_summary(result)
+    assert table["covered"].all(), table

@@ -459,6 +459,8 @@ def test_risk_of_a_count_is_the_closed_form(plan, records):
         (["--epsilons", "4,1"], "--epsilons"),
         (["--epsilons", "1,inf"], "--epsilons"),
         (["--prior", "1"], "--prior"),
+        (["--prior", "0"], "--prior"),
+        (["--epsilons", "1,1,2"], "--epsilons"),  # a budget twice
         (["--max-advantage", "2"], "--max-advantage"),
         (["--replicates", "0"], "--replicates"),
     ],
@@ -468,6 +470,30 @@ def test_the_command_names_a_bad_option(capsys, tmp_path, argv, option):
 
     code = cli.main(["epsilon", *argv, "--out", str(tmp_path)])
     assert code == 2 and option in capsys.readouterr().err
+
+
+def test_the_command_takes_the_quick_or_the_full_settings_and_passes_each_on(monkeypatch, tmp_path):
+    """With choose_epsilon stopped at its call: ``--quick`` takes the quick settings, no flag
+    the full ones, and each option given replaces its setting (draws and tune apart)."""
+    from pymc_unbounded_dp import cli, epsilon
+    from pymc_unbounded_dp.cli import EPSILON_DEFAULTS, EPSILON_QUICK
+
+    class Called(Exception):
+        pass
+
+    calls = []
+
+    def stopped(records, plan, model, grid, **options):
+        calls.append({"records": len(records["s"]), "epsilons": tuple(grid), **options})
+        raise Called
+
+    monkeypatch.setattr(epsilon, "choose_epsilon", stopped)
+    runs = [(["--quick"], EPSILON_QUICK), ([], EPSILON_DEFAULTS)]
+    runs += [(["--quick", "--draws", "9", "--tune", "7"], {**EPSILON_QUICK, "draws": 9, "tune": 7})]
+    for flags, expected in runs:
+        with pytest.raises(Called):
+            cli.main(["epsilon", *flags, "--out", str(tmp_path)])
+        assert {k: calls[-1][k] for k in expected} == expected, flags
 
 
 def test_the_command_writes_the_page(capsys, tmp_path, fake_risk):

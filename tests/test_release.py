@@ -991,3 +991,21 @@ def test_from_opendp_at_a_sensitivity_other_than_one(build, sensitivity, expecte
         else float(sensitivity)
     )
     assert measurement.map(d_in) == pytest.approx(value, rel=1e-6)
+
+
+def test_a_release_passes_the_prior_of_n_and_the_options_of_a_sum_on():
+    """``Release.sample_size(prior=...)`` is the model's prior of n (not the flat one), and
+    ``privatized_sum``'s options reach ``PrivatizedSum`` (here ``check_sensitivity=False`` lets a
+    statistic whose range the budget does not cover through, as documented)."""
+    from scipy import stats
+
+    from pymc_unbounded_dp.epsilon import simulate_release
+
+    plan = rl.Plan([rl.Statistic("s", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+    rel = simulate_release(plan, {"s": 5}, 20, random_seed=1)
+    with pm.Model() as model:
+        n = rel.sample_size("n", prior=pm.Poisson.dist(20.0))
+        x = pmdp.Records("x", pm.Bernoulli.dist(0.3), n=n)
+        rel.privatized_sum("s", 2 * x, check_sensitivity=False)
+    log_prior = model.compile_logp(vars=[model["n"]], jacobian=False)({"n": np.int64(3)})
+    assert float(log_prior) == pytest.approx(stats.poisson.logpmf(3, 20.0), rel=1e-6)
