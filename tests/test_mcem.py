@@ -319,6 +319,8 @@ def test_to_dataframe_is_the_iteration_history(vector_fit):
     np.testing.assert_array_equal(frame["mu[1]"], history["mu"].values[:, 1])
     np.testing.assert_array_equal(frame["sigma"], history["sigma"].values)
     assert {"distance", "mc_error", "complete_loglik"} <= set(frame.columns)
+    # the complete-data log-likelihood of 30 normal records: a log density, below 0 here
+    assert (frame["complete_loglik"] < 0).all()
     assert list(frame["method"]) == ["em"] * 4
 
 
@@ -341,6 +343,7 @@ def test_continue_from_result(normal_model, normal_fit):
     assert int(more.history["n_samples"][done]) == normal_fit.state.n_samples
     assert abs(float(more.estimate["mu"]) - float(normal_fit.estimate["mu"])) < 0.01
     np.testing.assert_array_equal(normal_fit.state.records.records[0], before)  # not mutated
+    assert normal_fit.method == more.method == "em"  # an EM fit continues with EM
     # and so a second continuation with the same seed is the same run (the records, their
     # residual and the table's random stream are copied or reseeded, not carried on)
     again = mcem(
@@ -356,6 +359,18 @@ def test_starting_values(normal_model):
             normal_model, init={"mu": 1.2}, random_seed=8, max_iterations=1, progressbar=False
         )
     assert abs(float(fit.history["mu"][0]) - 1.2) < 0.2  # one EM step from 1.2, not from 0
+    # the history's row is the step's maximiser (the estimate of a one-step run), not its start
+    assert float(fit.history["mu"][0]) == float(fit.estimate["mu"]) != 1.2
+
+
+def test_the_monte_carlo_size_grows_to_max_samples_and_stays(normal_model):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # not converged at this tolerance
+        fit = mcem(
+            normal_model, initial_samples=10, growth=2.0, min_samples=10, max_samples=25,
+            max_iterations=5, tol=1e-6, random_seed=3, progressbar=False,
+        )  # fmt: skip
+    assert fit.history["n_samples"].values.tolist() == [10, 20, 25, 25, 25]
     with pytest.raises(ValueError, match="unknown parameter"):
         mcem(normal_model, init={"nu": 1.0}, progressbar=False)
 
@@ -463,6 +478,7 @@ def test_budget_exhausted_is_reported(bounded_model):
         ({"initial_samples": 0}, "initial_samples"),
         ({"growth": 0.5}, "growth"),
         ({"tol": -1.0}, "tol"),
+        ({"tol": 0.0}, "tol"),  # a tolerance of 0 never stops
         ({"thin": 1.5}, "thin"),
         ({"max_samples": 50}, "max_samples"),
         ({"init": [0.3]}, "init"),

@@ -15,7 +15,11 @@ from pymc_unbounded_dp.mcem.boundary import (
     profile,
 )
 from pymc_unbounded_dp.mcem.em import Information, information, stopping_statistics
-from pymc_unbounded_dp.mcem.information import mean_variance
+from pymc_unbounded_dp.mcem.information import (
+    integrated_autocorrelation_time,
+    mean_variance,
+    missing_information,
+)
 from pymc_unbounded_dp.mcem.objective import ScaleFunctions, Sets
 from pymc_unbounded_dp.mcem.optimise import BOUNDARY, Maximum, hessian, jacobian, maximise
 from pymc_unbounded_dp.mcem.options import validated_options
@@ -171,6 +175,20 @@ class _NormalMean:
             return [np.array([[-x.size / n_values.size]])]
 
         return ScaleFunctions(value_and_grad, hessian)
+
+
+def test_the_autocorrelation_time_of_an_ar1_sequence_and_of_white_noise():
+    """Geyer's estimate from exact autocovariances: ``(1 + phi) / (1 - phi) = 3`` for an AR(1)
+    sequence with ``phi = 1/2``, and 1 for white noise."""
+    np.testing.assert_allclose(integrated_autocorrelation_time(0.5 ** np.arange(200)), 3.0)
+    assert integrated_autocorrelation_time(np.r_[1.0, np.zeros(99)]) == 1.0
+
+
+def test_the_missing_fraction_is_the_largest_eigenvalue_of_ic_inverse_times_imiss():
+    """With a complete information that is not diagonal (a whitening that is not symmetric)."""
+    complete, missing = np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([[1.0, 0.2], [0.2, 0.1]])
+    expected = np.max(np.linalg.eigvals(np.linalg.solve(complete, missing)).real)
+    assert missing_information(complete, missing) == pytest.approx(expected, rel=1e-12)
 
 
 def test_louis_identity_subtracts_the_variance_of_the_scores_not_their_second_moment():

@@ -103,6 +103,8 @@ def test_a_laplace_and_a_gaussian_coordinate_against_two_dimensional_quadrature(
     brute = np.minimum(prior * f1, (1 - prior) * f0).sum() * (y1[1] - y1[0]) * (y2[1] - y2[0])
     assert result.lower <= result.risk <= result.upper
     assert result.risk == pytest.approx(brute, abs=1e-5)
+    # epsilon with a Gaussian (rho) part is no pure guarantee: no finite epsilon bound
+    assert math.isinf(result.epsilon_bound)
 
 
 @pytest.mark.parametrize(("d", "t"), [(1, 0.7), (3, 1.0), (6, 2.5), (40, 10.0)])
@@ -167,6 +169,8 @@ def test_discrete_gaussian_plan_against_enumeration(prior):
     absent = (1 - prior) * np.outer(pmf_s[1], pmf_n[1])
     assert result.risk == pytest.approx(np.minimum(in_data, absent).sum(), abs=1e-13)
     assert result.method == "exact" and result.upper - result.lower < 1e-15
+    # the discrete Gaussian's loss is unbounded: no finite bound on the posterior odds
+    assert math.isinf(result.posterior_odds_bound)
 
 
 # -- brute force: continuous mechanisms -------------------------------------------------------------
@@ -309,6 +313,7 @@ def test_attribute_risk_of_three_candidates_against_enumeration_and_quadrature()
     assert result.method == "quadrature"
     assert result.lower <= brute <= result.upper and result.upper - result.lower < 1e-4
     assert result.risk == pytest.approx(brute, abs=1e-8)
+    assert result.advantage == pytest.approx(result.trivial_risk - result.risk, abs=1e-15)
 
     gaussian = rl.Plan([rl.Statistic("s", 0, 4), rl.Count("n")], rho=2.0)
     sigma = gaussian.mechanisms["s"].scale

@@ -146,6 +146,9 @@ def test_rule_is_matched_to_records_by_label(records, dictionary):
     assert risk.losses(records, rule, dictionary, risk.constant(1.0)).tolist() == expected
     shuffled = rule.iloc[[2, 0, 3, 1]][["sex", "age", "zip"]]
     assert risk.losses(records, shuffled, dictionary, risk.constant(1.0)).tolist() == expected
+    # and the dictionary's columns in another order than the records'
+    reordered = dictionary[list(dictionary.columns)[::-1]]
+    assert risk.losses(records, rule, reordered, risk.constant(1.0)).tolist() == expected
 
 
 def test_empty_dictionary_gives_zero_risk(records, dictionary):

@@ -74,6 +74,9 @@ def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
         records, make_rule(records, RULES["A"]), dictionaries, [0.75, 0.25], ONE
     )
     assert minimax.estimate == pytest.approx(2 / 3)
+    # a dictionary of prior weight 0 is allowed and counts for nothing
+    only_first = risk.bayes_risk(records, rule, dictionaries, [1.0, 0.0], ONE)
+    assert only_first.estimate == pytest.approx(5 / 12)
 
 
 def test_bayes_risk_sampler(records, dictionaries):
