@@ -300,6 +300,17 @@ def test_attribute_risk_of_three_candidates_against_enumeration_and_quadrature()
     result = risk.attribute_risk(discrete, candidates, prior)
     best = np.max([p * discrete_laplace(Y - c["s"], t) for p, c in zip(prior, candidates)], 0)
     assert result.risk == pytest.approx(1 - best.sum(), abs=1e-13)
+    # the same under a discrete Gaussian (its pmf by direct normalisation over the integers)
+    dgauss = rl.Plan([rl.Statistic("s", 0, 4, integer=True), rl.Count("n")], rho=2.0)
+    sigma = dgauss.mechanisms["s"].scale
+
+    def pmf(e):
+        weights = np.exp(-(Y.astype(float) ** 2) / (2 * sigma**2))
+        return np.exp(-(e.astype(float) ** 2) / (2 * sigma**2)) / weights.sum()
+
+    best = np.max([p * pmf(Y - c["s"]) for p, c in zip(prior, candidates)], 0)
+    result = risk.attribute_risk(dgauss, candidates, prior)
+    assert result.risk == pytest.approx(1 - best.sum(), abs=1e-12)
     assert result.method == "exact" and result.risk < result.trivial_risk == 0.5
 
     continuous = rl.Plan([rl.Statistic("s", 0, 4), rl.Count("n")], epsilon=6.0)
