@@ -47,7 +47,6 @@ import pymc as pm
 from pymc.logprob.utils import replace_rvs_by_values
 from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
-from pytensor.graph.replace import clone_replace
 from scipy import special
 
 from pymc_unbounded_dp._compile import compile_model
@@ -162,17 +161,17 @@ class ConjugateGibbs(PackageStep):
         for rv, new in zip(rvs, placeholders):
             transform = model.rvs_to_transforms.get(rv)
             forward.append(new if transform is None else transform.forward(new, *rv.owner.inputs))
-        # A transform's parameters may involve the claimed variables (use their new values) and
-        # the others (their current values, on their own scale). One replacement does both: a
-        # clone made for the first would hide the others' random variables from the second.
+        # A transform's parameters may involve the claimed variables (their new values) and the
+        # others (their value variables, read on their own scale through transforms that may
+        # involve the claimed ones): one replacement of every free variable at once.
         others = [rv for rv in model.free_RVs if rv not in rvs]
-        current = replace_rvs_by_values(
-            others,
-            rvs_to_values={rv: model.rvs_to_values[rv] for rv in others},
-            rvs_to_transforms=model.rvs_to_transforms,
-        )
-        forward = clone_replace(
-            forward, {**dict(zip(rvs, placeholders)), **dict(zip(others, current))}
+        forward = replace_rvs_by_values(
+            forward,
+            rvs_to_values={
+                **{rv: model.rvs_to_values[rv] for rv in others},
+                **dict(zip(rvs, placeholders)),
+            },
+            rvs_to_transforms={rv: t for rv, t in model.rvs_to_transforms.items() if rv not in rvs},
         )
         fn = compile_pymc([*model.value_vars, *placeholders], forward, on_unused_input="ignore")
         dtypes = [rv.dtype for rv in rvs]

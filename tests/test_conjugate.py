@@ -205,6 +205,25 @@ def test_a_bound_from_an_unclaimed_transformed_variable_is_read_on_its_own_scale
     assert point["scale_interval__"] == pytest.approx(math.log(0.5 / (upper - 0.5)), rel=1e-12)
 
 
+def test_a_bound_read_through_an_unclaimed_variable_from_a_claimed_one_uses_its_new_value():
+    """``tau ~ Uniform(0, scale + 5)`` with ``scale ~ Uniform(lower, lower + 3)``; the step claims
+    ``lower`` and ``tau``, not ``scale``. After the step ``scale`` is read at its value variable
+    under the *new* lower (-1, the midpoint: 0.5), so tau's upper bound is 5.5."""
+    with pm.Model() as model:
+        lower = pm.Normal("lower", 0.0, 1.0)
+        scale = pm.Uniform("scale", lower=lower, upper=lower + 3.0)
+        tau = pm.Uniform("tau", lower=0.0, upper=scale + 5.0)
+        x = pmdp.Records("x", pm.Normal.dist(0.0, tau), n=5)
+        pmdp.PrivatizedSum("s", pt.clip(x, -1, 1), pmdp.Laplace(epsilon=1.0), observed=0.2)
+    step = conjugate.ConjugateGibbs(
+        [lower, tau], lambda rng, records, values: {"lower": -1.0, "tau": 2.0}, model=model
+    )
+    start = {**model.initial_point(), "lower": np.asarray(0.5), "scale_interval__": np.asarray(0.0)}
+    for _ in range(2):  # the same point each time: nothing random is read
+        point, _ = step.step(dict(start))
+        assert point["tau_interval__"] == pytest.approx(math.log(2.0 / 3.5), rel=1e-12)
+
+
 def test_the_tune_stat_follows_each_chains_tuning():
     """PyMC calls ``reset_tuning`` at the start of every chain and ``stop_tuning`` after its tuning
     draws; with ``cores=1`` the chains run one after another through the same step object."""
