@@ -21,7 +21,14 @@ from pymc_unbounded_dp.mcem.information import (
     missing_information,
 )
 from pymc_unbounded_dp.mcem.objective import ScaleFunctions, Sets
-from pymc_unbounded_dp.mcem.optimise import BOUNDARY, Maximum, hessian, jacobian, maximise
+from pymc_unbounded_dp.mcem.optimise import (
+    BOUNDARY,
+    Maximum,
+    hessian,
+    jacobian,
+    maximise,
+    observed_information,
+)
 from pymc_unbounded_dp.mcem.options import validated_options
 from pymc_unbounded_dp.mcem.result import Convergence
 from pymc_unbounded_dp.mcem.simulated import SimulatedState, advance
@@ -114,6 +121,36 @@ def test_the_hessian_is_symmetrised():
     field = np.array([[-2.0, 1.0], [0.0, -1.0]])
     out = hessian(lambda x: (0.0, field @ x), np.array([0.3, -0.7]), np.array([0.1, 0.2]))
     np.testing.assert_allclose(out, 0.5 * (field + field.T), atol=1e-12)
+
+
+def test_the_observed_informations_steps_follow_the_standard_error_on_any_scale():
+    """A log-likelihood quadratic within one standard error ``sd`` of its maximum and linear
+    beyond (as a Laplace term's tails): steps wider than ``sd`` see the slope, not the curvature.
+    The steps are taken again until they are half a standard error of the last pass (within
+    1.5x), which makes the curvature exact; two passes, the first with steps of 0.1, gave 2x the
+    standard error at ``sd = 0.0016``. Steps stay at most 1; a curvature that never settles is
+    said."""
+
+    def huber(sd):
+        def loglik(x):
+            z = x / sd
+            inside = np.abs(z) <= 1.0
+            value = np.where(inside, -0.5 * z**2, 0.5 - np.abs(z)).sum()
+            return float(value), np.where(inside, -z, -np.sign(z)) / sd
+
+        return loglik
+
+    for sd in (0.0016, 0.02, 0.3):
+        information = observed_information(huber(sd), np.zeros(1))
+        assert float(np.sqrt(1.0 / information[0, 0])) == pytest.approx(sd, rel=1e-9), sd
+    flat = observed_information(lambda x: (0.0, np.zeros(1)), np.zeros(1))
+    assert flat[0, 0] == 0.0  # steps of 1, no warning (a flat direction)
+
+    def quartic(x):  # curvature h^2 at steps h: the steps swing between 1 and 1/2
+        return float(-(x**4).sum() / 4), -(x**3)
+
+    with pytest.warns(UserWarning, match="did not settle within 8 passes"):
+        observed_information(quartic, np.zeros(1))
 
 
 def test_candidates_are_capped_or_weakly_identified_transformed_parameters():

@@ -135,6 +135,11 @@ def test_simulated_mle_matches_the_exact_mle(two_fit, two_exact):
     )
     # the reported Monte Carlo error is below tol=0.05 standard errors, and honest
     assert np.all(mc_error < 0.05 * se * 1.2)
+    # the stopping statistic of the last round is the worst parameter's error in standard errors
+    # (mu and beta have no transform: the natural scale's ratios are the unconstrained ones)
+    ratios = mc_error / standard_error
+    assert abs(ratios[0] - ratios[1]) > 0.01 * ratios.max()  # their mean is 1.3% below the max
+    assert float(two_fit.history["mc_error"][-1]) == pytest.approx(ratios.max(), rel=1e-6)
     assert np.all(np.abs(estimate - mle) < 4 * mc_error + 0.02 * se), (estimate, mle, mc_error)
     np.testing.assert_allclose(standard_error, se, rtol=0.1)
 
@@ -195,6 +200,38 @@ def test_simulated_mle_under_unbounded_dp(positive, n_prior):
     assert fit.converged == "interior"
     assert abs(float(fit.estimate["mu"]) - mle) < 4 * float(fit.mc_error["mu"]) + 0.02 * se
     np.testing.assert_allclose(float(fit.standard_error["mu"]), se, rtol=0.1)
+    # the Monte Carlo error and the standard error on the same (natural) scale: their ratio is the
+    # last round's statistic, on any scale (off by the Jacobian, mu = 1.25, if one of them were
+    # left on the log scale)
+    ratio = float(fit.mc_error["mu"]) / float(fit.standard_error["mu"])
+    assert float(fit.history["mc_error"][-1]) == pytest.approx(ratio, rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [0.01, 100.0])
+def test_simulated_standard_errors_follow_the_parameters_scale(scale):
+    """The unbounded model with records, noise and release all ``scale`` times larger: the MLE
+    and its standard error are ``scale`` times the exact ones. The observed information's
+    finite-difference steps follow the standard error (two fixed-size passes gave 0.0057 for
+    0.0016 at scale 0.01: steps of 14 standard errors see the Laplace tails' constant slope).
+
+    The Monte Carlo error of the standard error is a standard error's spread over the batches
+    (0.5-1.5% of it at the four scales 0.001 to 100 measured); the spread of the batches'
+    variances would be 2 * se times that: 0.003% at scale 0.01, 17% at 100.
+    """
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 10.0 * scale)
+        n = pmdp.SampleSize("n", n_dp=N_DP, mechanism=pmdp.DiscreteLaplace(epsilon=N_EPSILON))
+        x = pmdp.Records("x", pm.Normal.dist(mu, scale), n=n)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=B_UNB * scale), observed=S_UNB * scale)
+    fit = pmdp.mcem(model, method="simulated", random_seed=3, progressbar=False)
+    (mle,), (se,) = exact_mle(lambda p: unbounded_loglik(p[0]), np.array([1.2]))
+    assert fit.converged == "interior"
+    estimate, mc = float(fit.estimate["mu"]) / scale, float(fit.mc_error["mu"]) / scale
+    assert abs(estimate - mle) < 4 * mc + 0.02 * se
+    standard_error = float(fit.standard_error["mu"]) / scale
+    np.testing.assert_allclose(standard_error, se, rtol=0.1)
+    relative = float(fit.standard_error_mc_error["mu"]) / float(fit.standard_error["mu"])
+    assert 0.001 < relative < 0.05
 
 
 # --------------------------------------------------------------------------------------------------
