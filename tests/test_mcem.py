@@ -223,8 +223,66 @@ def test_result_reports_method_status_and_errors(bounded_fit):
     assert 0 < bounded_fit.missing_information < 0.9
     assert bounded_fit.boundary is None and np.isnan(bounded_fit.loglik)
     se, mc = float(bounded_fit.standard_error["theta"]), float(bounded_fit.mc_error["theta"])
-    assert 0 < mc < 0.1 * se
+    # EM stops at the first M whose Monte Carlo error is below tol = 0.02 standard errors three
+    # times running, with M growing by 1.25 per iteration: the final error is near tol (0.014
+    # here), far above tol / 10. A variance reported as the error would be ~1e-5 standard errors.
+    assert 0.002 * se < mc < 0.1 * se
     assert set(bounded_fit.history["method"].values) == {"em"}
+
+
+def _assert_stopped_at_the_first_streak(history, tol: float, patience: int, min_samples: int):
+    """EM's rule: stop after ``patience`` consecutive iterations with distance and mc_error below
+    ``tol`` and M >= ``min_samples``, at the first such run."""
+    qualified = (
+        (history["distance"].values < tol)
+        & (history["mc_error"].values < tol)
+        & (history["n_samples"].values >= min_samples)
+    )
+    assert qualified[-patience:].all(), qualified
+    runs = [qualified[k : k + patience].all() for k in range(qualified.size - patience + 1)]
+    assert runs.index(True) == qualified.size - patience, qualified
+
+
+def test_em_stops_at_the_first_run_of_qualifying_iterations(bounded_model, bounded_fit):
+    """With tol = 0.1 and min_samples = 10, the qualifying iterations of this seed come as
+    0 0 1 1 0 1 1 1: counted without a reset after the fifth, EM would stop at the sixth."""
+    _assert_stopped_at_the_first_streak(bounded_fit.history, 0.02, 3, 100)
+    early = mcem(bounded_model, random_seed=1, tol=0.1, min_samples=10, progressbar=False)
+    assert early.converged == "interior"
+    assert early.history.sizes["iteration"] == 8
+    _assert_stopped_at_the_first_streak(early.history, 0.1, 3, 10)
+
+
+def test_em_estimate_is_the_m_weighted_average_of_the_last_maximisers(normal_fit):
+    """The estimate averages the M-step maximisers of the last ``patience`` (3) iterations, the
+    values the history records, weighted by M; ``mu`` has no transform, so the average is on the
+    natural scale. The average of the iterations' starting values (one row earlier) is 2e-5 away."""
+    history = normal_fit.history.isel(iteration=slice(-3, None))
+    weights = history["n_samples"].values
+    expected = np.average(history["mu"].values, weights=weights)
+    assert float(normal_fit.estimate["mu"]) == pytest.approx(expected, rel=1e-12)
+    lagged = normal_fit.history.isel(iteration=slice(-4, -1))
+    assert abs(np.average(lagged["mu"].values, weights=weights) - expected) > 1e-6
+
+
+def test_em_mc_error_is_a_standard_deviation_in_the_parameters_units():
+    """``mc_error`` is ``sqrt(diag(I_c^-1 V I_c^-1))`` with ``V`` the Monte Carlo variance of the
+    mean score: scores k times larger give an error k times larger (a variance: k^2), and a
+    complete information c times larger an error c times smaller."""
+    from pymc_unbounded_dp.mcem.em import Information, mc_error
+    from pymc_unbounded_dp.mcem.information import mean_variance
+
+    scores = np.random.default_rng(4).normal(size=(400, 2)) * [0.5, 3.0]
+    complete = np.array([[4.0, 1.0], [1.0, 2.0]])
+    base = mc_error(Information(complete, complete / 2, scores), 400)
+    inverse = np.linalg.inv(complete)
+    np.testing.assert_allclose(
+        base, np.sqrt(np.diag(inverse @ mean_variance(scores) @ inverse.T)), rtol=1e-12
+    )
+    scaled = mc_error(Information(complete, complete / 2, 10.0 * scores), 400)
+    np.testing.assert_allclose(scaled, 10.0 * base, rtol=1e-12)
+    stiffer = mc_error(Information(4.0 * complete, 2.0 * complete, scores), 400)
+    np.testing.assert_allclose(stiffer, base / 4.0, rtol=1e-12)
 
 
 def test_simulated_method_needs_a_differentiable_form(bounded_model):

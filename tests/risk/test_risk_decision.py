@@ -64,6 +64,25 @@ def test_minimax_rule_by_hand(records, dictionaries):
     assert (again.index, again.worst_risk) == (2, pytest.approx(2 / 3))
 
 
+def test_minimax_rule_under_the_independence_model_by_hand(records, dictionaries):
+    """Rules that disclose both attributes, where the two models of |rho| differ.
+
+    Independence: |rho| = N prod_j p_j(y_j). d1: p_age(30) = 3/4, p_age(40) = 1/4, p_zip(A) = 1/4,
+    p_zip(B) = 1/2; d2: p_age(30) = 1/4, p_age(40) = 3/4, p_zip(A) = 1/2, p_zip(B) = 1/4.
+      F: both disclose both   r1 (30, A) -> 4/3 | 2   ; r2 (40, B) -> 2 | 4/3    -> 5/3, 5/3
+      E: r1 both, r2 age      r1 -> 4/3 | 2           ; r2 40 -> 1 | 1/3         -> 7/6, 7/6
+    Exactly, every full row is unique in both dictionaries: F 1, 1 and E 1, 2/3 (a tie at 1).
+    """
+    full = make_rule(records, (("age", "zip"), ("age", "zip")))
+    either = make_rule(records, (("age", "zip"), ("age",)))
+    independent = risk.minimax_rule(records, [full, either], dictionaries, ONE, model="independent")
+    assert independent.risks.to_numpy() == pytest.approx(np.array([[5 / 3, 5 / 3], [7 / 6, 7 / 6]]))
+    assert (independent.index, independent.worst_risk) == (1, pytest.approx(7 / 6))
+    exact = risk.minimax_rule(records, [full, either], dictionaries, ONE)
+    assert exact.risks.to_numpy() == pytest.approx(np.array([[1.0, 1.0], [1.0, 2 / 3]]))
+    assert (exact.index, exact.worst_risk) == (0, pytest.approx(1.0))
+
+
 def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
     rule = make_rule(records, RULES["C"])
     # 0.75 * 5/12 + 0.25 * 1 = 9/16: rule C is Bayes-optimal for this prior, not minimax
