@@ -136,6 +136,14 @@ def test_sample_size_bad_input():
             pmdp.Records("y", pm.Normal.dist(x, 1), n=m)
         with pytest.raises(ValueError, match="of different tables"):
             pmdp.PrivatizedSum("s", x * z, pmdp.Laplace(epsilon=1.0), 3.0)
+        # a latent n beside a known one (in either order of the expression), and two known ones
+        w = pmdp.Records("w", pm.Bernoulli.dist(theta), n=5)
+        v = pmdp.Records("v", pm.Bernoulli.dist(theta), n=6)
+        for first, second, shown in ((x, w, "n=5"), (w, x, "n=5"), (w, v, "n=6")):
+            with pytest.raises(ValueError, match=f"{shown}\\) of different tables"):
+                pmdp.PrivatizedSum(
+                    f"s_{first.name}{second.name}", first + second, pmdp.Laplace(epsilon=1.0), 3.0
+                )
 
 
 def test_sample_size_starts_at_the_supported_value_closest_to_n_dp():

@@ -33,4 +33,6 @@ def test_the_owner_prefixes_the_message_and_none_may_be_allowed():
     with pytest.raises(ValueError, match=r"^mcem: `thin` must be a positive integer"):
         check_integer(0, "thin", "mcem")
     assert check_integer(None, "chains", allow_none=True) is None
+    with pytest.raises(ValueError, match=r"^`chains` must be a positive integer, got None\.$"):
+        check_integer(None, "chains")  # None is refused unless allowed
     assert integer_wording(0, allow_none=True) == "a non-negative integer or None"

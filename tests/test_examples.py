@@ -377,6 +377,37 @@ def test_a_chunked_atus_release_simulates_each_chunk_from_its_own_stream():
     assert released.n_dp == expected.n_dp
 
 
+def test_a_release_seed_keeps_its_place_in_the_seed_tree_and_zero_records_sum_to_zero():
+    """A child ``SeedSequence`` is used as it is: its noise comes from its own children, by hand
+    here (a sequence rebuilt from the entropy alone would be the root, whose children are the
+    data's and the release's own seeds). ``n = 0`` records sum to zeros of the statistic's
+    shape."""
+    from pymc_unbounded_dp.examples._release import chunked_sums, noisy_release, seed_sequence
+
+    data_seed, release_seed = np.random.SeedSequence(1).spawn(2)
+    assert seed_sequence(release_seed) is release_seed
+    exact = np.array([10.0, 20.0, 30.0])
+    released = noisy_release(atus.AtusRelease, exact, 50, 1.0, 0.5, release_seed)
+    same = np.random.SeedSequence(release_seed.entropy, spawn_key=release_seed.spawn_key)
+    s_seed, n_seed = same.spawn(2)  # (spawn is stateful: release_seed's next children differ)
+    mechanism = pmdp.Laplace(epsilon=1.0, sensitivity=atus.AtusRelease.sensitivity)
+    noise = mechanism.simulate(3, random_seed=np.random.default_rng(s_seed))
+    np.testing.assert_allclose(released.values, exact + noise, rtol=1e-12)
+    count_noise = pmdp.DiscreteLaplace(epsilon=0.5).simulate(
+        random_seed=np.random.default_rng(n_seed)
+    )
+    assert released.n_dp == 50 + int(count_noise)
+
+    def statistics(size, seed):
+        return np.full(3, float(size))
+
+    zero = chunked_sums("test", 0, 10, data_seed, statistics)
+    np.testing.assert_array_equal(zero, np.zeros(3))
+    np.testing.assert_array_equal(
+        chunked_sums("test", 25, 10, data_seed, statistics), np.full(3, 25.0)
+    )
+
+
 def test_the_atus_gibbs_step_targets_alpha_given_the_records_under_the_models_prior():
     """The step's update as a chain on alpha with two records fixed, where the Gamma(1, rate 0.1)
     prior matters: each alpha's mean and centred variance against importance sampling from the

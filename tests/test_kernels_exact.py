@@ -637,6 +637,37 @@ def test_kernel_log_densities_of_every_mechanism_kind_side_by_side():
     assert np.isfinite(np.delete(out_a, [2, 3])).all()
 
 
+def test_the_log_ratio_is_minus_infinity_into_and_plus_infinity_out_of_a_zero_of_the_noise():
+    """``_noise.log_ratio`` with a discrete and a continuous coordinate (not Laplace only): a
+    move from the lattice of the discrete noise to off it has ratio ``-inf`` (rejected: the
+    support is absorbing), a move from off it ``+inf``, and from off it to off it ``+inf`` too
+    (every move is accepted until the chain reaches the support)."""
+    from pymc_unbounded_dp.kernels import _noise
+
+    noise = NoiseArrays.of([pmdp.DiscreteLaplace(scale=2.5), pmdp.Laplace(scale=2.0)], [1, 1])
+    assert not noise.laplace_only
+    on, off = np.array([1.0, 0.3]), np.array([1.5, 0.3])
+
+    def ratio(residual, trial):
+        current, trial_lp = np.empty(2), np.empty(2)
+        _noise.residual_log_density(residual, current, *noise.per_coordinate)
+        with np.errstate(invalid="ignore"):
+            return _noise.log_ratio(
+                residual, trial, current, trial_lp, *noise.per_coordinate[:4],
+                noise.laplace_only, noise.custom,
+            )  # fmt: skip
+
+    assert ratio(on, off) == -np.inf
+    assert ratio(off, on) == np.inf
+    assert ratio(off, off + [1.0, 0.0]) == np.inf
+    moved = np.array([2.0, -0.7])
+    expected = sum(
+        float(m.logpdf(x) - m.logpdf(y))
+        for m, x, y in zip([pmdp.DiscreteLaplace(scale=2.5), pmdp.Laplace(scale=2.0)], moved, on)
+    )
+    assert ratio(on, moved) == pytest.approx(expected, rel=1e-12)
+
+
 def test_a_tie_between_log_u_and_the_log_ratio_rejects():
     """``accept iff log u < log ratio``, strictly: a proposal with the current statistic has log
     ratio exactly 0, rejected at ``log u = 0`` and accepted just below."""

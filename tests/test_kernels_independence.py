@@ -83,6 +83,25 @@ def test_the_laplace_fit_finds_the_mode_and_curvature_of_a_normal():
 def test_a_target_without_a_mode_is_refused():
     with pytest.raises(ValueError, match="no mode"):
         kernel.laplace_fit(np.zeros(1), lambda x: float(x[0]) ** 2)
+    with pytest.raises(ValueError, match="no mode"):  # flat: zero curvature everywhere
+        kernel.laplace_fit(np.zeros(2), lambda x: 0.0)
+
+
+def test_the_acceptance_stat_is_the_acceptance_probability():
+    """``info.acceptance`` is ``min(1, ratio)``: within [0, 1], and its mean is the fraction of
+    moves accepted (both estimate the same probability; 19,000 moves, 4 standard errors)."""
+    rng = np.random.default_rng(7)
+    proposal = kernel.Proposal(np.array([1.3, 0.8]), np.diag([0.9, 1.8]))
+    state = kernel.init(np.zeros(2), _log_density)
+    infos = []
+    for _ in range(20_000):
+        state, info = kernel.step(rng, state, _log_density, proposal)
+        infos.append(info)
+    probability = np.array([i.acceptance for i in infos[1000:]])
+    accepted = np.array([i.accepted for i in infos[1000:]], dtype=float)
+    assert probability.min() >= 0.0 and probability.max() <= 1.0
+    assert 0.2 < probability.mean() < 0.9  # an off-target proposal: the ratio matters
+    assert_mean_matches(accepted[None, :], probability.mean(), "acceptance stat vs accepted")
 
 
 def test_a_flat_direction_is_fitted_wide_not_refused():
@@ -156,11 +175,67 @@ def test_a_refit_uses_the_tuning_draws_only_if_enough_distinct_points_were_visit
 
     with pm.Model():
         pm.Normal("x", 0.0, 1.0, shape=2)
-        step = pmdp.IndependenceMetropolis(refit_interval=6)
+        step = pmdp.IndependenceMetropolis(refit_interval=6, df=5.0)
     step._dtype = np.float64  # set by the first step
     stuck = [np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.array([0.5, 0.6])] * 20
     step._tuning_draws = list(stuck)
-    np.testing.assert_allclose(step._fit(np.full(2, 0.3)).mean, [0.0, 0.0], atol=1e-4)
+    at_mode = step._fit(np.full(2, 0.3))
+    np.testing.assert_allclose(at_mode.mean, [0.0, 0.0], atol=1e-4)
     moved = np.random.default_rng(0).normal([2.0, -1.0], 0.5, (60, 2))
     step._tuning_draws = list(moved)
-    np.testing.assert_allclose(step._fit(np.zeros(2)).mean, moved[30:].mean(axis=0))
+    from_moments = step._fit(np.zeros(2))
+    np.testing.assert_allclose(from_moments.mean, moved[30:].mean(axis=0))
+    assert at_mode.df == from_moments.df == 5.0  # the user's df in both fits (default: 12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"moves": 0}, "moves"),
+        ({"random_walk_moves": -1}, "random_walk_moves"),
+        ({"refit_interval": 1}, "refit_interval"),
+        ({"df": 2.0}, "df"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_them(kwargs, name):
+    import pymc as pm
+
+    import pymc_unbounded_dp as pmdp
+
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0)
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            pmdp.IndependenceMetropolis(**kwargs)
+
+
+def test_moves_per_iteration_by_acceptance_rate():
+    """The most effective draws per cost ``p / (2 - p) / (k + 5)``, ``p = 1 - (1 - rate)^k``:
+    4 moves at a rate of 0.5 (the docstring's number), 1 at a rate of 1; at low rates the
+    optimum is beyond the cap and the cap, 10, is taken (9 would be an off-by-one)."""
+    from pymc_unbounded_dp.independence import IndependenceMetropolis
+
+    choose = IndependenceMetropolis._moves_for
+    assert choose([0.5]) == 4 and choose([0.4, 0.6]) == 4
+    assert choose([1.0]) == 1
+    assert choose([0.02]) == 10 and choose([]) == 10 and choose([0.0]) == 10
+
+
+def test_the_draws_take_their_moves_from_the_last_half_of_tuning_and_the_walk_starts_at_the_optimal_scale():
+    """After tuning the moves come from the acceptance of the last half of the tuning
+    iterations (0.5 there: 4 moves; 0.02 in the first half would give 10). The random walk
+    starts at the optimal scale ``2.38 / sqrt(d)`` for ``d = 4`` parameters."""
+    import pymc as pm
+
+    import pymc_unbounded_dp as pmdp
+
+    with pm.Model():
+        pm.Normal("x", 0.0, 1.0, shape=4)
+        step = pmdp.IndependenceMetropolis()
+    assert np.exp(step._walk_log_scale) == pytest.approx(2.38 / 2.0, rel=1e-12)
+    step._dtype = np.float64
+    step._proposal = kernel.Proposal(np.zeros(4), np.eye(4))
+    step._tuning_acceptance = [0.02] * 50 + [0.5] * 50
+    step.tune = False
+    point = step.astep(pm.blocking.RaveledVars(np.zeros(4), None))
+    assert step.moves == 4 and point[1][0]["independence_moves"] == 4
+    assert step.walk_moves == 0  # 0.5 >= RANDOM_WALK_OFF: no random-walk moves in the draws

@@ -16,6 +16,7 @@ import pytest
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.examples.study import (
+    QUICK,
     FitStore,
     MLEStudy,
     RegressionStudy,
@@ -289,6 +290,24 @@ def test_store_writes_whole_files_and_refuses_other_settings(tmp_path):
     assert not list((tmp_path / "fits").glob(".*.tmp"))
 
 
+def test_a_store_names_a_setting_added_since_as_a_difference(tmp_path):
+    store = FitStore(tmp_path)
+    store.claim("regression", {"draws": 20})
+    with pytest.raises(SettingsMismatch, match="tune=None there, 5 now"):
+        store.claim("regression", {"draws": 20, "tune": 5})
+
+
+def test_the_quick_preset_yields_to_given_options_and_none_options_are_not_given():
+    """``make_study`` takes the quick preset's values where no option is given; an option given
+    wins over the preset, and ``None`` (an option the command line did not get) is no option."""
+    quick = make_study("regression", quick=True)
+    assert (quick.replicates, quick.draws) == (QUICK["regression"]["replicates"], 2000)
+    mixed = make_study("regression", quick=True, replicates=3, draws=None)
+    assert (mixed.replicates, mixed.draws) == (3, 2000)
+    full = make_study("regression")
+    assert make_study("regression", replicates=None, tune=None) == full
+
+
 def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatch):
     """PyMC returns the partial trace when interrupted: that must never become a result."""
     original = pmdp.sample
@@ -416,6 +435,29 @@ def test_a_resume_removes_the_temporary_files_of_killed_writes(tmp_path):
     leftover.write_text('{"key": "b", "val')  # a write cut short before its rename
     store.claim("regression", {"draws": 10})
     assert not leftover.exists() and store.done() == {"a"} and store.load("a")["value"] == 1
+
+
+def test_a_write_killed_before_its_rename_leaves_a_hidden_file_the_next_claim_removes(
+    tmp_path, monkeypatch
+):
+    """A kill leaves the temporary file (no clean-up runs): it is a hidden ``.*.tmp`` file, never
+    listed as a fit, and the resume's claim removes it."""
+    store = FitStore(tmp_path)
+    store.claim("regression", {"draws": 10})
+
+    def killed(*args):
+        raise SystemExit  # the rename never happens ...
+
+    monkeypatch.setattr(os, "replace", killed)
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)  # ... nor clean-up
+    with pytest.raises(SystemExit):
+        store.write({"key": "a", "value": 1})
+    monkeypatch.undo()
+    (leftover,) = store.fits.iterdir()
+    assert leftover.name.startswith(".a.json.") and leftover.suffix == ".tmp"
+    assert store.done() == set()
+    store.claim("regression", {"draws": 10})
+    assert not list(store.fits.iterdir())
 
 
 def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):

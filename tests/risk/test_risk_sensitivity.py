@@ -26,10 +26,12 @@ def weights():
 
 def test_constant(records, rule):
     assert risk.constant(2.5)(records, rule).tolist() == [2.5, 2.5, 2.5]
+    assert risk.constant(0.0)(records, rule).tolist() == [0.0, 0.0, 0.0]  # c = 0 is allowed
 
 
 def test_additive_sums_disclosed_weights(records, rule, weights):
     assert risk.additive(weights)(records, rule).tolist() == [1.25, 0.5, 3.0]
+    assert risk.additive(0.0 * weights)(records, rule).tolist() == [0.0, 0.0, 0.0]  # zero weights
 
 
 def test_multiplicative_multiplies_exp_weights(records, rule, weights):
@@ -43,6 +45,12 @@ def test_multiplicative_multiplies_exp_weights(records, rule, weights):
 def test_weights_are_matched_by_label(records, rule, weights):
     shuffled = weights.iloc[[2, 0, 1]][["zip", "age"]]
     assert risk.additive(shuffled)(records, rule).tolist() == [1.25, 0.5, 3.0]
+    # the rule too, rows and columns in another order
+    shuffled_rule = rule.iloc[[1, 2, 0]][["zip", "age"]]
+    assert risk.additive(weights)(records, shuffled_rule).tolist() == [1.25, 0.5, 3.0]
+    assert risk.multiplicative(weights)(records, shuffled_rule) == pytest.approx(
+        [np.exp(1.25), np.exp(0.5), np.exp(3.0)]
+    )
 
 
 def test_custom_sensitivity_by_identifier(records, rule):
@@ -56,6 +64,10 @@ def test_custom_sensitivity_by_identifier(records, rule):
     # counts: ann (30,a) -> 1; bob (b) -> 2; cy (50) -> 1
     loss = risk.losses(records, rule, dictionary, vip)
     assert loss.tolist() == [2.0, 5.0, 1.0]
+    # records whose index is not sorted: the Series is matched by label, not sorted
+    unsorted = [2, 0, 1]  # cy, ann, bob
+    loss = risk.losses(records.iloc[unsorted], rule.iloc[unsorted], dictionary, vip)
+    assert loss.tolist() == [1.0, 2.0, 5.0]
 
 
 @pytest.mark.parametrize(
@@ -63,6 +75,8 @@ def test_custom_sensitivity_by_identifier(records, rule):
     [
         (lambda r, d: np.ones(2), "one value per record"),
         (lambda r, d: -np.ones(3), "non-negative"),
+        (lambda r, d: np.array([1.0, -0.5, 1.0]), "non-negative"),
+        (lambda r, d: np.ones((3, 1)), "one value per record"),
         (lambda r, d: np.array([1.0, np.nan, 1.0]), "finite"),
         (lambda r, d: pd.Series(1.0, index=["x", "y", "z"]), "index"),
     ],
@@ -90,6 +104,10 @@ def test_weights_with_missing_entries_are_refused(weights, factory):
     holes.loc["bob", "zip"] = np.nan
     with pytest.raises(ValueError, match=r"`weights` has 1 missing entries.*'bob'.*'zip'"):
         factory(holes)
+    holes = weights.copy()
+    holes.loc["cy", "age"] = np.nan  # off the diagonal: row and column told apart
+    with pytest.raises(ValueError, match=r"`weights` has 1 missing entries.*'cy'.*'age'"):
+        factory(holes)
 
 
 @pytest.mark.parametrize("factory", [risk.additive, risk.multiplicative])
@@ -98,6 +116,8 @@ def test_weights_must_be_a_numeric_table(weights, factory):
         factory(weights.to_numpy())
     with pytest.raises(TypeError, match="`weights` must hold numbers"):
         factory(weights.assign(zip="x"))
+    with pytest.raises(TypeError, match="`weights` must hold numbers"):
+        factory(weights > 1.0)  # booleans are not weights
     with pytest.raises(ValueError, match="`weights` must be finite"):
         factory(weights.assign(zip=np.inf))
 

@@ -190,11 +190,18 @@ def all_risks(records, dictionary, sensitivity, k):
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize(
     "shape, k, absent",
-    [((4, 3), 1, False), ((4, 3), 2, False), ((3, 4), 2, False), ((4, 3), 1, True)],
+    [
+        ((4, 3), 1, False),
+        ((4, 3), 2, False),
+        ((3, 4), 2, False),
+        ((4, 3), 1, "last"),
+        ((4, 3), 2, "first"),
+    ],
 )
 def test_min_risk_equals_exhaustive_search(seed, shape, k, absent):
-    """Also with an attribute the dictionary lacks (``absent``): disclosing it tells the attacker
-    nothing (share 1), so only its weight counts."""
+    """Also with an attribute the dictionary lacks (``absent``, its last or its first column):
+    disclosing it tells the attacker nothing (share 1), so only its weight counts; the shares of
+    the others sit in their own columns, not in the leading ones."""
     rng = np.random.default_rng(seed)
     n, m = shape
     columns = [f"x{j}" for j in range(m)]
@@ -202,7 +209,7 @@ def test_min_risk_equals_exhaustive_search(seed, shape, k, absent):
     records.index = [f"r{i}" for i in range(n)]
     dictionary = random_table(rng, 12, columns, 4, 0.2)
     if absent:
-        dictionary = dictionary.drop(columns=columns[-1])
+        dictionary = dictionary.drop(columns=columns[0] if absent == "first" else columns[-1])
     weights = pd.DataFrame(rng.normal(size=shape), index=records.index, columns=columns)
     sensitivity = risk.multiplicative(weights)
 

@@ -58,6 +58,8 @@ def test_records_must_be_a_table_with_unique_identifiers(records, rule):
         risk.disclose(twice, rule)
     with pytest.raises(ValueError, match="at least one row"):
         risk.disclose(records.iloc[:0], rule.iloc[:0])
+    with pytest.raises(ValueError, match=r"at least one row and one column, got shape \(3, 0\)"):
+        risk.disclose(records[[]], rule[[]])
     with pytest.raises(ValueError, match="`released` must have at least one row"):
         risk.consistent_counts(records.iloc[:0], records)
 
@@ -102,6 +104,10 @@ def test_k_larger_than_number_of_attributes(records, weights):
         risk.optimal_rule(records, records, ONE, 4)
     with pytest.raises(ValueError, match=r"larger than the number of records of `records` \(3\)"):
         risk.count_rules(records, 4, "per_attribute")
+    # two records of three attributes: k = 3 attributes per record is fine, 4 is not
+    assert len(list(risk.enumerate_rules(records.iloc[:2], 3, "per_record"))) == 1
+    with pytest.raises(ValueError, match=message):
+        risk.enumerate_rules(records.iloc[:2], 4, "per_record")
     with pytest.raises(ValueError, match=r"larger than the number of cells of `records` \(9\)"):
         risk.count_rules(records, 10, "total")
 
@@ -177,6 +183,31 @@ def test_minimax_bad_candidates(records, rule):
         risk.minimax_rule(records, [rule, rule.iloc[:1]], [records], ONE)
     with pytest.raises(ValueError, match="`dictionaries` is empty"):
         risk.minimax_rule(records, [rule], [], ONE)
+
+
+def test_a_dictionary_may_repeat_identities_but_not_attributes(records, rule):
+    dictionary = pd.concat([records, records.iloc[:1]])  # a label twice: two entries
+    assert risk.consistent_counts(records, dictionary).tolist() == [2, 1, 1]
+    twice = pd.concat([records, records["age"]], axis=1)
+    with pytest.raises(ValueError, match="columns"):
+        risk.consistent_counts(records, twice)
+
+
+def test_categorical_attributes_count_like_plain_ones(records, rule):
+    dictionary = pd.concat([records, records.iloc[[0, 0, 2]]])
+    plain = risk.risk(records, rule, dictionary, ONE)
+    as_categories = records.astype({c: "category" for c in records.columns})
+    dictionary_categories = dictionary.astype({c: "category" for c in records.columns})
+    assert risk.risk(as_categories, rule, dictionary_categories, ONE) == pytest.approx(plain)
+    assert risk.risk(as_categories, rule, dictionary, ONE) == pytest.approx(plain)
+
+
+def test_k_anonymity_takes_c_zero_and_a_single_label_of_any_type(records):
+    assert risk.k_anonymity_bound(records, 0.0, ["sex"]) == 0.0
+    numbered = records.set_axis([0, 1, 2], axis=1)  # integer column labels: sex is column 2
+    assert risk.anonymity_level(numbered, 2) == risk.anonymity_level(numbered, [2]) == 1
+    assert risk.anonymity_level(records, "sex") == 1
+    assert risk.k_anonymity_bound(numbered, 3.0, 2) == pytest.approx(3.0)
 
 
 def test_k_anonymity_bad_input(records):
