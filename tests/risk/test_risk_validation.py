@@ -106,8 +106,9 @@ def test_k_larger_than_number_of_attributes(records, weights):
         risk.count_rules(records, 4, "per_attribute")
     # two records of three attributes: k = 3 attributes per record is fine, 4 is not
     assert len(list(risk.enumerate_rules(records.iloc[:2], 3, "per_record"))) == 1
+    assert risk.min_risk_rule(records.iloc[:2], records, weights.iloc[:2], 3).all().all()
     with pytest.raises(ValueError, match=message):
-        risk.enumerate_rules(records.iloc[:2], 4, "per_record")
+        risk.min_risk_rule(records.iloc[:2], records, weights.iloc[:2], 4)
     with pytest.raises(ValueError, match=r"larger than the number of cells of `records` \(9\)"):
         risk.count_rules(records, 10, "total")
 
