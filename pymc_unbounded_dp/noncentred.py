@@ -469,6 +469,22 @@ class NonCentredModel:
         it sits in the flat vector. The other value variables and the ancillaries are the
         function's further arguments (:meth:`FlatLogTarget.arguments`).
         """
+        inputs, graph = self.flat_log_target_graph(layout)
+        fixed = inputs[1 : len(inputs) - len(self._u_inputs)]
+        function = numba_function(inputs, graph)
+        if function is None:
+            return None
+        return FlatLogTarget(
+            function.vm.jit_fn,
+            tuple(v.name for v in fixed),
+            tuple(np.dtype(v.dtype) for v in fixed),
+            tuple(function.maker.fgraph.inputs[len(inputs) :]),
+        )
+
+    def flat_log_target_graph(self, layout: dict[str, tuple]) -> tuple[list, pt.TensorVariable]:
+        """The log target's graph on a flat vector of the moving parameters (``layout`` as in
+        :meth:`flat_log_target`) and its inputs: the flat vector, the other value variables,
+        the ancillaries' inputs."""
         flat = pt.vector("flat_parameters", dtype="float64")
         replacements, fixed = {}, []
         for value in self._value_vars:
@@ -479,16 +495,7 @@ class NonCentredModel:
             piece = flat[start] if shape == () else flat[start:stop].reshape(shape)
             replacements[value] = pt.cast(piece, dtype)
         graph = clone_replace(self._log_target_graph, replacements)
-        inputs = [flat, *fixed, *self._u_inputs]
-        function = numba_function(inputs, graph)
-        if function is None:
-            return None
-        return FlatLogTarget(
-            function.vm.jit_fn,
-            tuple(v.name for v in fixed),
-            tuple(np.dtype(v.dtype) for v in fixed),
-            tuple(function.maker.fgraph.inputs[len(inputs) :]),
-        )
+        return [flat, *fixed, *self._u_inputs], graph
 
 
 class FlatLogTarget(NamedTuple):

@@ -76,6 +76,8 @@ def test_a_guarantee_refuses_what_is_not_one(arguments, error, match):
 # -- composition ----------------------------------------------------------------------------------
 def test_composition_adds_in_each_measure():
     assert compose([Guarantee(epsilon=0.5), Guarantee(epsilon=0.25)]) == Guarantee(epsilon=0.75)
+    with pytest.raises(TypeError):  # delta is keyword-only: compose(gs, 1e-6) would be unclear
+        compose([Guarantee(rho=0.1)], 1e-6)
     assert Guarantee(epsilon=0.5) + Guarantee(epsilon=0.5, delta=1e-6) == Guarantee(
         epsilon=1.0, delta=1e-6
     )
@@ -283,7 +285,7 @@ def test_the_budget_for_a_mean_absolute_error_gives_that_error(mechanism):
     family = type(mechanism)
     weakest = family(**mechanism.budget_for_mean_abs(target).as_dict())
     k = np.arange(-600, 601)
-    assert float(np.abs(k) @ np.exp(weakest.logpdf(k))) == pytest.approx(target, rel=1e-6)
+    assert float(np.abs(k) @ np.exp(weakest.logpdf(k))) == pytest.approx(target, rel=1e-10)
     # a tiny error (the search's bracket must still hold it) and, without a sensitivity, the
     # budget per unit of sensitivity
     for small in (0.01, 1e-4):  # 1e-4: the discrete Gaussian's sigma 0.22, one term of E|e|

@@ -250,3 +250,15 @@ def test_unbounded_tulap_count_and_sum_match_enumeration():
         draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta"
     )
     assert_mean_and_spread_match(draws_of(idata, "n"), exact["n_mean"], exact["n_var"], "n")
+
+
+@pytest.mark.parametrize("bits, expected", [(0, -0.5 + 2.0**-54), (2**53 - 1, 0.5 - 2.0**-54)])
+def test_the_exact_releases_uniform_is_the_midpoint_of_its_cell(monkeypatch, bits, expected):
+    """The uniform part of ``Tulap.release`` is ``(2 k + 1) / 2**54 - 1/2`` for 53 random bits
+    ``k``: the midpoints of 2**53 equal cells, never the ends -1/2 or 1/2 (at 0 both are exact
+    doubles). Here the bits and the integer part are fixed."""
+    import pymc_unbounded_dp.mechanisms.laplace as laplace
+
+    monkeypatch.setattr(laplace.secrets, "randbits", lambda k: bits)
+    monkeypatch.setattr(laplace, "discrete_laplace", lambda scale: 0)
+    assert pmdp.Tulap(epsilon=0.7).release(0.0) == expected

@@ -30,7 +30,6 @@ import bench_ess
 import numba as nb
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.graph.replace import clone_replace
 
 import pymc_unbounded_dp as pmdp
 import pymc_unbounded_dp.interweave as IW
@@ -79,19 +78,10 @@ args = ft.arguments(point, u)
 flat0 = np.concatenate([np.ravel(point[n]) for n in iw._names]).astype(float)
 d = flat0.size
 layout = IW._flat_layout(point, iw._names)
-# gradient graph
-flat = pt.vector("flat_parameters", dtype="float64")
-replacements, fixed = {}, []
-for value in nc._value_vars:
-    if value.name not in layout:
-        fixed.append(value)
-        continue
-    start, stop, shape, dtype = layout[value.name]
-    piece = flat[start] if shape == () else flat[start:stop].reshape(shape)
-    replacements[value] = pt.cast(piece, dtype)
-graph = clone_replace(nc._log_target_graph, replacements)
-g = pt.grad(graph, flat)
-fn = numba_function([flat, *fixed, *nc._u_inputs], [graph, g])
+# gradient graph: the move's own flat target graph, differentiated
+inputs, graph = nc.flat_log_target_graph(layout)
+g = pt.grad(graph, inputs[0])
+fn = numba_function(inputs, [graph, g])
 vg = fn.vm.jit_fn
 lp = ft.fn
 print(lp(flat0, *args)[0], vg(flat0, *args)[0])
