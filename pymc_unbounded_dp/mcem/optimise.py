@@ -115,12 +115,13 @@ def observed_information(loglik: LogLik, x: np.ndarray) -> np.ndarray:
     stay at most 1 (:func:`hessian_steps`), so a flat direction does not send them off; a
     standard error of 16 is still found within 10% with them (tests/test_mle.py).
     """
-    steps = np.full(x.size, 0.1)
-    information = -hessian(loglik, x, steps)
+    information = -hessian(loglik, x, np.full(x.size, 0.1))
+    wanted = hessian_steps(information)
     for _ in range(HESSIAN_PASSES - 1):
-        steps = hessian_steps(information)
+        steps = wanted
         information = -hessian(loglik, x, steps)
-        ratio = hessian_steps(information) / steps
+        wanted = hessian_steps(information)
+        ratio = wanted / steps
         if np.all((ratio <= STEP_AGREEMENT) & (ratio >= 1.0 / STEP_AGREEMENT)):
             return information
     warnings.warn(
