@@ -134,6 +134,32 @@ def test_init_imputes_from_the_proposal_and_reseeds_it(unbounded, capacity):
     assert_consistent(state)
 
 
+@pytest.mark.parametrize(
+    "n, unbounded, capacity", [(3, True, 16), (8, True, 16), (10, True, 20), (11, False, 11)]
+)
+def test_init_gives_unbounded_buffers_room_for_twice_the_records(n, unbounded, capacity):
+    """``max(2 n, 16)`` rows under unbounded DP (births need room), ``n`` under bounded DP, for
+    every record variable and the statistics."""
+    state = kernels.init(make_target(unbounded=unbounded), n, np.random.default_rng(0))
+    assert state.stats.shape == (capacity, 2)
+    assert state.records[0].shape == (capacity,) and state.records[1].shape == (capacity, 2)
+    assert_consistent(state)
+
+
+@pytest.mark.parametrize("reseed", [None, "list"], ids=["no-reseed", "reseed"])
+def test_init_draws_one_integer_from_the_generator_with_or_without_a_reseed(reseed):
+    """The generator moves on by exactly one ``integers(2**62)`` draw either way, so a chain's
+    later draws do not depend on whether the model's proposal has a generator of its own."""
+    target = make_target()
+    if reseed:
+        target = target._replace(reseed=[].append)
+    rng = np.random.default_rng(9)
+    kernels.init(target, 3, rng)
+    expected = np.random.default_rng(9)
+    expected.integers(2**62)
+    assert rng.random() == expected.random()
+
+
 # --------------------------------------------------------------------------------------------------
 # refresh
 # --------------------------------------------------------------------------------------------------

@@ -885,3 +885,159 @@ def test_moves_to_where_the_prior_of_n_is_zero_are_rejected_also_from_outside_bo
             np.full(2, -700.0),
         )
     assert counts.tolist() == [0, 1, 0, 1] and state.n == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# user-defined noise on n: asymmetric, bounded, or raising
+# --------------------------------------------------------------------------------------------------
+class _CallableLogDensity(kernels._noise.PythonLogDensity):
+    """With numba's JIT off the kernels call ``custom(x, k)`` as a plain function: this routes the
+    call through the C callback, so errors are captured and re-raised as with the JIT."""
+
+    def __call__(self, x, k):
+        return self._callback(x, k)
+
+
+def _python_noise(density):
+    """One coordinate of a user-defined mechanism with the Python log-density ``density``."""
+    noise = NoiseArrays.of([_FakeCustom(density)], [1])
+    if numba.config.DISABLE_JIT:
+        noise = noise._replace(custom=_CallableLogDensity([density]))
+    return noise
+
+
+def _skewed(e):
+    """An asymmetric count noise: ``log eta(e) = -e / 2`` for ``e >= 0``, ``3 e / 2`` below, so
+    ``eta(e) != eta(-e)`` (every built-in mechanism is symmetric)."""
+    return -0.5 * e if e >= 0 else 1.5 * e
+
+
+class _Density:
+    """``logpdf`` of a scalar Python log-density, for :class:`Reference`."""
+
+    def __init__(self, density):
+        self.logpdf = density
+
+
+def test_birth_death_evaluates_asymmetric_count_noise_at_n_dp_minus_n():
+    """With skewed noise on ``n_dp`` the count term is ``eta_n(n_dp - n)``, not ``eta_n(n - n_dp)``,
+    before and after each move (``n_dp - n`` takes values -3..4 here, where ``_skewed(e) -
+    _skewed(-e)`` is ``e`` or more: far more than the hair)."""
+    target, table = make_target("laplace+gaussian", prior_key="poisson")
+    target = target._replace(n_noise=_python_noise(_skewed))
+    rng = np.random.default_rng(2024)
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    ref = Reference(
+        target, table, range(5), S_MECHANISMS["laplace+gaussian"], _Density(_skewed), poisson
+    )
+    next_id, seen_n = 5, set()
+    for _ in range(6):
+        is_birth, u_pick, log_u, births = scripted_moves(ref, rng, 8, next_id)
+        born = Proposals(*target.propose(births))
+        next_id += births
+        state, counts = kernels.birth_death(target, state, is_birth, born, u_pick, log_u)
+        assert counts.tolist() == ref.counts
+        ref.counts = [0, 0, 0, 0]
+        assert_state(state, ref)
+        seen_n.add(state.n)
+    assert min(seen_n) < 7 < max(seen_n)  # both signs of n_dp - n
+
+
+def test_release_log_density_evaluates_asymmetric_count_noise_at_n_dp_minus_n():
+    target, _ = make_target("laplace+gaussian", n_dp=7.0)
+    target = target._replace(n_noise=_python_noise(_skewed))
+    state = kernels.init(target, 3, np.random.default_rng(0))
+    ref = Reference(
+        target, target.propose.table, range(3), S_MECHANISMS["laplace+gaussian"], None, None
+    )
+    expected = ref.log_eta(ref.residual()) + _skewed(7.0 - 3)  # -2, where _skewed(-4) = -6
+    assert kernels.release_log_density(target, state) == pytest.approx(expected, rel=1e-14)
+
+
+def _bounded(e):
+    """Count noise supported on ``-1 <= e <= 2`` (skewed inside)."""
+    return _skewed(e) if -1.0 <= e <= 2.0 else -np.inf
+
+
+def test_moves_out_of_the_support_of_bounded_count_noise_are_rejected():
+    """``eta_n`` supported on ``n_dp - n`` in ``-1..2`` with ``n_dp = 7``, i.e. ``n`` in ``5..8``,
+    and the statistics release inside its support: from ``n = 5`` a death (to ``n_dp - n = 3``) is
+    rejected even at ``log u = -700``, and from ``n = 8`` a birth; the moves inside are accepted by
+    their exact ratio. (Only a state already outside, ``eta_n(n_dp - n) = 0``, accepts every move
+    within the prior's support.)"""
+    target, table = make_target("laplace+gaussian", prior_key="poisson", n_dp=7.0)
+    target = target._replace(n_noise=_python_noise(_bounded))
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    ref = Reference(
+        target, table, range(5), S_MECHANISMS["laplace+gaussian"], _Density(_bounded), poisson
+    )
+    is_birth = [False, True, True, True, True, False]
+    u_pick = [0.5, 0.0, 0.0, 0.0, 0.0, 0.99]
+    log_u, born = [], 5
+    for birth, u in zip(is_birth, u_pick):
+        n = len(ref.ids)
+        ratio = ref.birth_ratio(born) if birth else ref.death_ratio(min(int(u * n), n - 1))
+        if np.isfinite(ratio):
+            log_u.append(ratio - HAIR)
+            if birth:
+                ref.birth(born, 0)
+            else:
+                ref.death(min(int(u * n), n - 1))
+        else:
+            log_u.append(-700.0)
+        born += birth
+    # death at 5 rejected; births 5 -> 8 accepted, birth at 8 rejected; death 8 -> 7 accepted
+    assert [np.isfinite(x) and x > -700 for x in log_u] == [False, True, True, True, False, True]
+    state, counts = kernels.birth_death(
+        target,
+        state,
+        np.array(is_birth),
+        Proposals(*target.propose(4)),
+        np.array(u_pick),
+        np.array(log_u),
+    )
+    assert counts.tolist() == [3, 4, 1, 2]
+    assert_state(state, ref)
+
+
+def test_an_exception_in_a_user_defined_count_density_is_raised_after_the_moves():
+    """A count density that raises (here for ``n > n_dp``): the move is rejected and
+    ``birth_death`` re-raises the error."""
+
+    def raising(e):
+        if e < 0:
+            raise ValueError(f"no count noise at {e}")
+        return -abs(e)
+
+    target, _ = make_target("laplace-only", n_dp=5.0)
+    target = target._replace(n_noise=_python_noise(raising))
+    state = kernels.init(target, 5, np.random.default_rng(0))
+    with pytest.raises(RuntimeError, match="no count noise at -1.0"):
+        kernels.birth_death(
+            target,
+            state,
+            np.array([True]),
+            Proposals(*target.propose(1)),
+            np.zeros(1),
+            np.full(1, -700.0),
+        )
+    assert state.n == 5 and ids_of(state) == list(range(5))
+
+
+def test_an_exception_in_a_user_defined_release_density_is_raised_after_the_refresh():
+    def raising(e):
+        if e > 100.0:
+            raise ValueError(f"no release noise at {e}")
+        return -abs(e)
+
+    target = RecordTarget(
+        released=np.array([0.0]),
+        noise=_python_noise(raising),
+        propose=lambda m: ([np.zeros(m)], np.full((m, 1), -200.0)),  # residual 200 after a move
+    )
+    state = kernels.RecordState(
+        records=(np.zeros(2),), stats=np.zeros((2, 1)), residual=np.zeros(1), n=2
+    )
+    with pytest.raises(RuntimeError, match="no release noise at 200.0"):
+        kernels.refresh(target, state, Proposals(*target.propose(2)), np.full(2, -700.0))
+    assert state.stats[:2].tolist() == [[0.0], [0.0]]  # rejected

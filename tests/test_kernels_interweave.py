@@ -369,3 +369,67 @@ def test_compiled_steps_reject_nan_and_accept_from_minus_infinity_uniforms():
     state, info = rw.step_compiled(rng, state, nan_beyond_one, (), rw.RWParams(np.eye(1), 1.0), 2)
     assert info.accepted == 1 and state.position[0] == 0.5
     assert info.accept_probability == pytest.approx(math.exp(-0.125))
+
+
+def test_compiled_steps_move_along_the_columns_of_a_triangular_chol():
+    """Each compiled step jumps by ``chol @ (scale z)`` with a dense lower-triangular ``chol``
+    (``z @ chol``, i.e. ``chol.T z``, differs in both coordinates); every step is accepted at
+    ``log u = -inf``."""
+    chol = np.array([[2.0, 0.0], [0.5, 1.0]])
+    params = rw.RWParams(chol=chol, scale=0.3)
+    normals = np.array([[1.0, -0.5], [0.2, 0.7], [-1.5, 0.1]])
+    args = (np.zeros(2), np.ones(2))
+    state = rw.init_compiled(np.array([0.4, -0.2]), _shifted_quadratic, args)
+    rng = ScriptedRng(normals, np.zeros(3))
+    state, info = rw.step_compiled(rng, state, _shifted_quadratic, args, params, n_steps=3)
+    jumps = (chol @ (0.3 * normals).T).T
+    assert info.accepted == 3
+    np.testing.assert_allclose(state.position, [0.4, -0.2] + jumps.sum(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(info.jump_outer, jumps.T @ jumps, rtol=1e-14)
+    assert info.squared_jump == pytest.approx(0.09 * float(np.sum(normals**2)), rel=1e-14)
+
+
+def test_a_tie_between_log_u_and_the_log_ratio_rejects_in_the_compiled_steps():
+    """``log u < log ratio`` strictly, as in :func:`rw.step`: from -1 to 1 under a centred
+    quadratic the log ratio is exactly 0, rejected at ``u = 1`` (``log u = 0``) and accepted at
+    ``u = 0.5``."""
+    args = (np.zeros(1), np.ones(1))
+    params = rw.RWParams(np.eye(1), 1.0)
+    state = rw.init_compiled(np.array([-1.0]), _shifted_quadratic, args)
+    rng = ScriptedRng([[2.0], [2.0]], [1.0, 0.5])
+    state, info = rw.step_compiled(rng, state, _shifted_quadratic, args, params, n_steps=2)
+    assert info.accepted == 1 and state.position.tolist() == [1.0]
+    assert info.accept_probability == 2.0
+
+
+def test_a_window_at_exactly_the_settled_acceptance_counts_as_settled():
+    """Mean acceptance probability exactly ``SETTLED_ACCEPT`` (0.6: 6.0 per 10 steps, sums exact in
+    floating point) is "at most" it: two such windows of a useless move switch it off."""
+    assert 0.6 * 250 == 25 * 6.0 and 0.6 * 500 == 50 * 6.0  # the sums compared, exactly equal
+    tuner = rw.Tuner(2, n_steps=10, max_steps=20, relative_cost=1.0)
+    assert _tune_useless_move(tuner, rw.SETTLED_ACCEPT, iterations=75) == [10, 0]
+    assert tuner.final_steps() == 0
+
+
+def test_a_paying_window_resets_the_count_of_unpaid_windows():
+    """Windows that do not pay, pay, do not pay (all settled): the unpaid ones are not consecutive,
+    so the move stays on with the paying window's steps (``UNPAID_WINDOWS = 2`` in a row switch
+    it off)."""
+    rng = np.random.default_rng(4)
+    covariance = np.array([[4.0, 1.0], [1.0, 1.0]])
+    chol = np.linalg.cholesky(covariance)
+    tuner = rw.Tuner(2, n_steps=3, max_steps=50, relative_cost=0.05)
+    previous, steps, verdicts = np.zeros(2), [], []
+    for t in range(1, 176):  # windows end at 25, 75, 175
+        position = chol @ rng.standard_normal(2)
+        # whitened squared jump per step ~1 in the second window (it pays: > 2 * 0.05 * ~4, the
+        # centred jump), ~1e-6 in the others
+        jump_outer = 5.0 * covariance if 25 < t <= 75 else np.eye(2) * 1e-6
+        tuner.update(position, rw.RWInfo(1, 10, 0.0, 10 * 0.234, jump_outer), position - previous)
+        previous = position
+        if t in (25, 75, 175):
+            steps.append(tuner.n_steps)
+            verdicts.append(tuner.last_window_pays)
+    assert verdicts == [False, True, False]
+    assert steps[0] == 3 and steps[1] > 0 and steps[2] == steps[1]
+    assert tuner.final_steps() == steps[1]
