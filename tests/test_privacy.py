@@ -404,3 +404,51 @@ def test_a_guarantee_takes_its_figures_by_name_only():
     with pytest.raises(TypeError):
         Guarantee(1.0)
     assert Guarantee(epsilon=1.0).epsilon == 1.0
+
+
+# -- found by the hand audit of release.py and privacy.py (2026-12-05) -------------------------
+def test_gaussian_dp_converts_to_approximate_dp_through_its_zcdp_guarantee():
+    """mu-GDP is (mu**2 / 2)-zCDP: mu = 1 converts as rho = 0.5, mu = 2 as rho = 2."""
+    for mu, rho in ((1.0, 0.5), (2.0, 2.0), (0.5, 0.125)):
+        assert Guarantee(mu=mu).to_approx(1e-6) == Guarantee(rho=rho).to_approx(1e-6)
+
+
+def test_approximate_dp_composes_with_gdp_and_with_several_zcdp_guarantees_summed_first():
+    """The zCDP and GDP guarantees beside an (epsilon, delta)-DP one are composed in zCDP first
+    (rhos add, mu = 1 is rho = 0.5), then converted once at ``delta``: one delta, not one each."""
+    approximate = Guarantee(epsilon=1.0, delta=1e-6)
+    once = Guarantee(rho=1.0).to_approx(1e-6)
+    expected = Guarantee(epsilon=1.0 + once.epsilon, delta=2e-6)
+    zcdp = [Guarantee(rho=0.25), Guarantee(rho=0.25), Guarantee(mu=1.0)]
+    assert compose([approximate, *zcdp], delta=1e-6) == expected
+    gdp = compose([approximate, Guarantee(mu=1.0)], delta=1e-6)
+    assert gdp == Guarantee(epsilon=1.0 + Guarantee(rho=0.5).to_approx(1e-6).epsilon, delta=2e-6)
+    # converting each separately is looser: 0.25 twice costs more than 0.5 once
+    assert (
+        2 * Guarantee(rho=0.25).to_approx(1e-6).epsilon > Guarantee(rho=0.5).to_approx(1e-6).epsilon
+    )
+
+
+def test_zero_delta_of_zcdp_uses_the_smaller_of_its_two_bounds():
+    """Pinsker's sqrt(rho / 2) below rho ~ 1.6, Bretagnolle-Huber's sqrt(1 - e^-rho) above (it
+    stays below 1 where Pinsker's exceeds it)."""
+    assert Guarantee(rho=0.02).zero_delta() == pytest.approx(0.1, rel=1e-14)
+    assert Guarantee(rho=5.0).zero_delta() == pytest.approx(math.sqrt(1 - math.exp(-5.0)))
+    assert Guarantee(rho=20.0).zero_delta() == pytest.approx(math.sqrt(-math.expm1(-20.0)))
+    assert Guarantee(rho=20.0).zero_delta() < 1.0
+
+
+def test_zero_delta_never_exceeds_one():
+    """(epsilon, 1)-DP gives delta = (2 + e^eps - 1) / (e^eps + 1) = 1 exactly; in floating point
+    tanh(eps / 2) + 2 expit(-eps) is one ulp above 1 at some epsilon (0.2 among them)."""
+    assert Guarantee(epsilon=0.2, delta=1.0).zero_delta() == 1.0
+    for epsilon in np.linspace(0.01, 40.0, 400):
+        assert 0.0 <= Guarantee(epsilon=float(epsilon), delta=1.0).zero_delta() <= 1.0
+
+
+def test_a_guarantee_dict_of_text_is_refused_as_a_type_error():
+    for bad in ({"rho": "a"}, {"epsilon": "1e-3x", "delta": 1e-6}):
+        with pytest.raises(TypeError, match=r"`guarantee`: '\w+' must be a number"):
+            zero_delta(bad)
+    with pytest.raises(TypeError, match=r"`budget`: 'mu' must be a number, got 'one'"):
+        Guarantee.from_dict({"mu": "one"}, "budget")

@@ -1009,3 +1009,117 @@ def test_a_release_passes_the_prior_of_n_and_the_options_of_a_sum_on():
         rel.privatized_sum("s", 2 * x, check_sensitivity=False)
     log_prior = model.compile_logp(vars=[model["n"]], jacobian=False)({"n": np.int64(3)})
     assert float(log_prior) == pytest.approx(stats.poisson.logpmf(3, 20.0), rel=1e-6)
+
+
+# -- found by the hand audit of release.py and privacy.py (2026-12-05) -------------------------
+def _noise_free(monkeypatch):
+    """Make :meth:`Plan.release` add no noise, so that the exact (clamped) sums it computes can
+    be read back bit for bit."""
+    monkeypatch.setattr(rl, "_add_noise", lambda value, mechanism, sampler, where: value)
+
+
+def test_real_records_are_summed_exactly_rounded(monkeypatch):
+    """``1 + 2**-53 + 2**-53`` is ``1 + 2**-52`` exactly; summed left to right (numpy) each tiny
+    term rounds away and the sum is 1."""
+    _noise_free(monkeypatch)
+    plan = rl.Plan([rl.Statistic("x", 0.0, 1.0), rl.Statistic("v", [0.0, 0.0], 1.0)], epsilon=1.0)
+    tiny = 2.0**-53
+    rows = np.array([1.0, tiny, tiny])
+    rel = plan.release({"x": rows, "v": np.stack([rows, rows[::-1]], axis=1)})
+    assert rel["x"].value == 1.0 + 2.0**-52
+    assert np.asarray(rel["v"].value).tolist() == [1.0 + 2.0**-52] * 2
+
+
+def test_integer_rows_are_clamped_before_they_are_cast(monkeypatch):
+    """An integer-valued float row beyond the int64 range (1e20) is clamped to the upper bound
+    1, not cast first (where it would wrap to -2**63 and clamp to 0)."""
+    _noise_free(monkeypatch)
+    plan = rl.Plan([rl.Statistic("k", 0, 1, integer=True), rl.Count("n")], epsilon=1.0)
+    rel = plan.release({"k": np.array([1e20, 0.0, 1.0, -1e20])})
+    assert (rel["k"].value, rel["n"].value) == (2, 4)
+
+
+def test_the_reach_of_integer_records_is_the_larger_bound_in_magnitude():
+    """Bounds [-2**60, 0]: four records reach -2**62 (accepted), five beyond it (refused), though
+    the upper bound is 0 (epsilon 1024: the noise scale 2**50 is within the samplers' range)."""
+    plan = rl.Plan([rl.Statistic("k", -(2**60), 0, integer=True)], epsilon=1024.0)
+    assert isinstance(plan.release({"k": np.zeros(4, dtype=int)})["k"].value, int)
+    with pytest.raises(ValueError, match=r"`records\['k'\]` can reach 5\.76.*exact range"):
+        plan.release({"k": np.zeros(5, dtype=int)})
+
+
+def test_a_sum_below_its_bounds_is_refused_with_a_slack_scaled_by_the_lower_bound():
+    """A sum below ``n * lower`` is refused as one above ``n * upper`` is; for a real sum the
+    rounding slack is 1e-9 of the larger of ``|n * lower|`` and ``|n * upper|``, here the lower."""
+    with pytest.raises(ValueError, match=r"`sums\['s'\]`=-3.5 is outside the declared bounds"):
+        rl.Plan([S], epsilon=1.0).release(sums={"s": -3.5}, n=3)
+    counts = rl.Plan([rl.Statistic("k", 0, 1, integer=True)], epsilon=1.0)
+    with pytest.raises(ValueError, match=r"`sums\['k'\]`=-1 is outside the declared bounds"):
+        counts.release(sums={"k": -1}, n=10)
+    negative = rl.Plan([rl.Statistic("x", -1e6, 0.0)], epsilon=1.0)
+    negative.release(sums={"x": -1e7 * (1 + 5e-10)}, n=10)  # within 1e-9 of the bound -1e7
+    with pytest.raises(ValueError, match=r"outside the declared bounds"):
+        negative.release(sums={"x": -1e7 * (1 + 2e-9)}, n=10)
+
+
+def test_the_exact_range_of_a_real_value_is_counted_in_noise_scales_not_sensitivities():
+    """Bounds [-1e15, 1e15] (sensitivity 1e15) at epsilon 0.5 (scale 2e15) and 2 (scale 5e14): a
+    sum of 1.5e15 * 2**40 is within 2**40 scales of the first, 1e15 * 2**40 beyond those of the
+    second."""
+    statistic = rl.Statistic("x", -1e15, 1e15)
+    wide = rl.Plan([statistic], epsilon=0.5)
+    assert wide.mechanisms["x"].scale == 2e15 and wide.mechanisms["x"].sensitivity == 1e15
+    wide.release(sums={"x": 1.5e15 * 2**40}, n=2**41, sampler="pmdp")
+    narrow = rl.Plan([statistic], epsilon=2.0)
+    with pytest.raises(ValueError, match=r"beyond 2\*\*40 noise scales \(5e\+14\)"):
+        narrow.release(sums={"x": 1e15 * 2**40}, n=2**41)
+
+
+def test_a_real_statistic_may_have_noise_wider_than_the_integer_samplers_range():
+    """The 2**52 cap on the scale is the integer samplers'; real noise may be wider."""
+    plan = rl.Plan([rl.Statistic("x", 0.0, 1.0)], epsilon=2.0**-60)
+    assert plan.mechanisms["x"] == pmdp.Laplace(scale=2.0**60)
+    plan = rl.Plan([rl.Statistic("x", 0.0, 1.0)], rho=2.0**-121)  # sigma 2**60
+    assert plan.mechanisms["x"] == pmdp.Gaussian(sigma=2.0**60)
+
+
+def test_without_opendp_the_default_sampler_is_the_packages_own(monkeypatch):
+    def no_opendp():
+        raise ImportError("No module named 'opendp'")
+
+    def refuse_opendp(*args, **kwargs):
+        raise AssertionError("OpenDP was called")
+
+    monkeypatch.setattr(rl, "_opendp_prelude", no_opendp)
+    monkeypatch.setattr(rl, "to_opendp", refuse_opendp)
+    plan = rl.Plan([rl.Statistic("s", 0.0, 1.0), rl.Count("n")], epsilon=1.0)
+    rel = plan.release(sums={"s": 0.5}, n=3)
+    assert {rel[k].sampler for k in rel} == {f"pymc_unbounded_dp {pmdp.__version__}"}
+
+
+def test_a_bool_is_neither_a_budget_nor_a_number_of_records():
+    with pytest.raises(TypeError, match=r"Plan: `epsilon` must be a number, got True"):
+        rl.Plan([S], epsilon=True)
+    with pytest.raises(TypeError, match=r"Plan: `rho\['s'\]` must be a number, got True"):
+        rl.Plan([S], rho={"s": True})
+    with pytest.raises(ValueError, match=r"`n` \(the number of records\) must be an integer"):
+        rl.Plan([S], epsilon=1.0).release(sums={"s": 0.5}, n=True)
+
+
+def test_weights_must_sum_to_1_within_rounding_only():
+    """A sum of weights 1e-6 off is refused; one a rounding error off (1e-12) is accepted."""
+    with pytest.raises(ValueError, match=r"`weights` must sum to 1, got 1\.000001"):
+        rl.Plan([S, rl.Count()], epsilon=1.0, weights={"s": 0.5, "n": 0.500001})
+    plan = rl.Plan([S, rl.Count()], epsilon=1.0, weights={"s": 0.5, "n": 0.5 + 1e-12})
+    assert plan.shares == {"s": 0.5, "n": 0.5 + 1e-12}
+
+
+def test_a_value_released_exactly_has_no_share_of_the_budget():
+    plan = rl.Plan(
+        [rl.Statistic("s", [-2.0], [2.0]), rl.Count("n")], neighbouring="replace-one", rho=0.5
+    )
+    rel = plan.release(sums={"s": [1.0]}, n=30)
+    loaded = rl.Release.from_json(rel.to_json())
+    assert rel["n"].share is None and loaded["n"].share is None
+    assert rel["s"].share == loaded["s"].share == 0.5
+    assert json.loads(rel.to_json())["values"]["n"]["share"] is None
