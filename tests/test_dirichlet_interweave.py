@@ -329,3 +329,208 @@ def test_the_move_reads_the_releases_density_summed_over_coordinates(laplace_onl
     expected = laplace.logpdf(residual[:2]).sum() + other.logpdf(residual[2:]).sum()
     noise = NoiseArrays.of([laplace, other], [2, 2])
     assert _release_log_density(residual, noise) == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# what the move depends on: its parameters, the tables, tuning, the boosts
+# --------------------------------------------------------------------------------------------------
+def two_table_model() -> pm.Model:
+    """Table "x" (4 records of ``Dirichlet(alpha)``, Laplace noise) and table "y, z" (5 records of
+    two record variables, ``Dirichlet(beta)`` and ``Dirichlet(alpha[:2] + beta)``, Gaussian
+    noise): two tables of different sizes, the second with two record variables."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
+        beta = pm.Gamma("beta", 2.0, 2.0, shape=2)
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.clip(x, 0.01, 1.0)),
+            pmdp.Laplace(scale=1.5),
+            observed=[-6.0, -10.0, -4.0],
+            check_sensitivity=False,
+        )
+        y = pmdp.Records("y", pm.Dirichlet.dist(beta), n=5)
+        z = pmdp.Records("z", pm.Dirichlet.dist(alpha[:2] + beta), n=5)
+        pmdp.PrivatizedSum(
+            "t",
+            pt.log(pt.clip(pt.concatenate([y, z], axis=1), 0.01, 1.0)),
+            pmdp.Gaussian(sigma=2.0),
+            observed=[-4.0, -3.0, -5.0, -2.0],
+            check_sensitivity=False,
+        )
+    return model
+
+
+TWO_TABLES = {"alpha": np.array([3.0, 0.8, 6.0]), "beta": np.array([1.5, 2.5])}
+
+
+def two_table_records(rng):
+    alpha, beta = TWO_TABLES["alpha"], TWO_TABLES["beta"]
+    return {
+        "x": rng.dirichlet(alpha, size=4),
+        "y": rng.dirichlet(beta, size=5),
+        "z": rng.dirichlet(alpha[:2] + beta, size=5),
+    }
+
+
+def test_target_with_two_tables_reads_each_tables_records_release_and_noise():
+    """The move's log target on the two-table model at a moved ``(alpha, beta)``, against a direct
+    computation: each table's statistics from its own record variables (two in the second), its
+    own released sums and its own noise (Laplace and Gaussian)."""
+    model = two_table_model()
+    step = DirichletInterweave(model=model)
+    assert [v.name for v in step.vars] == ["alpha_log__", "beta_log__"]
+    rng = np.random.default_rng(8)
+    records = two_table_records(rng)
+    alpha, beta = TWO_TABLES["alpha"], TWO_TABLES["beta"]
+    point = {"alpha_log__": np.log(alpha), "beta_log__": np.log(beta)}
+    concentrations = {"x": alpha, "y": beta, "z": alpha[:2] + beta}
+    names = [spec.name for spec in step.compiled.blocks.records]
+    coords = [kd.coordinates(rng, records[k], concentrations[k], 2) for k in names]
+    log_density = step._log_density_fn(point, step._values(point), coords)
+    shift = np.array([0.1, -0.2, 0.05, 0.15, -0.1])
+    got, new_records = log_density(np.log(np.concatenate([alpha, beta])) + shift)
+    alpha, beta = alpha * np.exp(shift[:3]), beta * np.exp(shift[3:])
+    moved = {"x": alpha, "y": beta, "z": alpha[:2] + beta}
+    theta = np.concatenate([alpha, beta])
+    prior = stats.gamma(2.0, scale=0.5).logpdf(theta) + np.log(theta)  # with the log Jacobian
+    expected = prior.sum()
+    x_new = {}
+    for k, coord in zip(names, coords):
+        x_new[k], log_coords = kd.records(moved[k], coord)
+        expected += log_coords
+    for k, got_x in zip(names, new_records):
+        np.testing.assert_allclose(got_x, x_new[k])
+    T_x = np.log(np.clip(x_new["x"], 0.01, 1.0)).sum(axis=0)
+    T_yz = np.log(np.clip(np.hstack([x_new["y"], x_new["z"]]), 0.01, 1.0)).sum(axis=0)
+    expected += stats.laplace(scale=1.5).logpdf(np.array([-6.0, -10.0, -4.0]) - T_x).sum()
+    expected += stats.norm(scale=2.0).logpdf(np.array([-4.0, -3.0, -5.0, -2.0]) - T_yz).sum()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def set_two_table_records(step, rng):
+    records = two_table_records(rng)
+    step.compiled.set_records([records[spec.name] for spec in step.compiled.blocks.records])
+
+
+def test_the_move_runs_with_two_tables_of_different_sizes():
+    """Each record variable's container is checked against its own table's ``n`` (4 and 5): the
+    move runs its steps instead of waiting for records that are already there."""
+    model = two_table_model()
+    step = DirichletInterweave(model=model, n_steps=3, rng=1)
+    set_two_table_records(step, np.random.default_rng(9))
+    point = {"alpha_log__": np.log(TWO_TABLES["alpha"]), "beta_log__": np.log(TWO_TABLES["beta"])}
+    _, (info,) = step.step(point)
+    assert info["interweave_steps"] == 3 and info["interweave_on"]
+
+
+def test_by_default_the_move_changes_only_the_parameters_of_the_concentrations():
+    """A parameter of public data only (``sigma``) is not moved unless asked for."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
+        sigma = pm.HalfNormal("sigma", 1.0)
+        pm.Normal("public", 0.0, sigma, observed=[0.3, -0.2])
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.clip(x, 0.01, 1.0)),
+            pmdp.Laplace(scale=1.5),
+            observed=[-6.0, -10.0, -4.0],
+            check_sensitivity=False,
+        )
+    assert [v.name for v in DirichletInterweave(model=model).vars] == ["alpha_log__"]
+    both = DirichletInterweave(vars=[alpha, sigma], model=model).vars
+    assert [v.name for v in both] == ["alpha_log__", "sigma_log__"]
+
+
+def test_refuses_a_concentration_that_reads_other_records():
+    """``z ~ Dirichlet(alpha * (1 + x_0))`` with ``x`` another record variable: the
+    concentration is not a function of the parameters only."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
+        z = pmdp.Records("z", pm.Dirichlet.dist(alpha * (1.0 + x[:, :1])), n=4)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.clip(pt.concatenate([x, z], axis=1), 0.01, 1.0)),
+            pmdp.Laplace(scale=1.5),
+            observed=np.full(6, -5.0),
+            check_sensitivity=False,
+        )
+    with pytest.raises(ValueError, match="concentration depends on the parameters only"):
+        DirichletInterweave(model=model)
+
+
+@pytest.fixture(scope="module")
+def bounded_small():
+    return small_model(bounded=True)
+
+
+def test_the_concentration_must_be_one_vector_for_all_records(bounded_small):
+    """Two compositions per record (a ``(2, K)`` concentration) are refused by the check
+    ``interweave='auto'`` runs at the start point; one vector passes."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0, shape=(2, 3))
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.clip(x, 0.01, 1.0)),
+            pmdp.Laplace(scale=1.5),
+            observed=np.full((2, 3), -6.0),
+            check_sensitivity=False,
+        )
+    with pytest.raises(ValueError, match="same for every record"):
+        DirichletInterweave(model=model).check_shared_concentration(model.initial_point())
+    DirichletInterweave(model=bounded_small).check_shared_concentration(
+        bounded_small.initial_point()
+    )
+
+
+def test_the_proposal_adapts_during_tuning_only(bounded_small):
+    """The random walk's scale moves after a tuning iteration and stays fixed after tuning (the
+    draws use a fixed kernel)."""
+    step = DirichletInterweave(model=bounded_small, n_steps=3, rng=2)
+    step.compiled.set_records([np.random.default_rng(3).dirichlet(ALPHA, size=SMALL["n"])])
+    point = {"alpha_log__": np.log(ALPHA)}
+    point, _ = step.step(point)
+    start = 0.1 / np.sqrt(3)  # the tuner's first scale
+    assert step._tuner.params.scale != pytest.approx(start, rel=1e-9)
+    step.tune = False
+    frozen = step._tuner.params
+    for _ in range(2):
+        point, _ = step.step(point)
+    assert step._tuner.params.scale == frozen.scale
+    np.testing.assert_array_equal(step._tuner.params.chol, frozen.chol)
+
+
+@pytest.mark.parametrize("boosts", [0, 1])
+def test_the_move_draws_coordinates_with_its_boosts(bounded_small, boosts, monkeypatch):
+    """``boosts`` reaches the coordinates the move holds fixed (not the default 2)."""
+    seen = []
+    coordinates = kd.coordinates
+
+    def spy(*args, **kwargs):
+        coords = coordinates(*args, **kwargs)
+        seen.append(coords.boosts)
+        return coords
+
+    monkeypatch.setattr(kd, "coordinates", spy)
+    step = DirichletInterweave(model=bounded_small, n_steps=2, boosts=boosts, rng=3)
+    step.compiled.set_records([np.random.default_rng(4).dirichlet(ALPHA, size=SMALL["n"])])
+    step.step({"alpha_log__": np.log(ALPHA)})
+    assert seen == [boosts]
+
+
+def test_records_of_small_concentrations_keep_moderate_shares():
+    """At concentrations near 0.001 the exponents ``sum_k L_k / (a + k)`` are near -1000 (``exp``
+    underflows), but their differences, hence the shares, are moderate: each row is scaled by
+    its largest exponent. Here ``z = 0`` and ``a`` are the same for every share, so the shares
+    are ``softmax(L / a)`` exactly."""
+    alpha = np.full(3, 0.001)
+    log_u = np.array([[[-1.0, -1.001, -1.002], [-0.5, -0.5005, -0.5]]])  # one boost, two records
+    coords = kd.GammaCoordinates(np.zeros((2, 3)), log_u)
+    x, log_p = kd.records(alpha, coords)
+    assert x is not None and np.isfinite(log_p)
+    e = log_u[0] / alpha
+    expected = np.exp(e - e.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(x, expected / expected.sum(axis=1, keepdims=True), rtol=1e-9)

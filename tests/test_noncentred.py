@@ -184,6 +184,7 @@ def test_multivariate_normal_records_use_the_cholesky_factor():
     step = pmdp.Interweave(model=model)
     assert describe_forms(model, compile_model(model).blocks) == {"x": "cholesky"}
     nc = step.noncentred
+    assert [f.relative_cost for f in nc.forms] == [0.1]  # a triangular solve per record
     point = model.initial_point()
     point["mu"] = np.array([0.5, -0.2])
     u = nc.ancillary(nc.values(point), np.random.default_rng(0))
@@ -331,3 +332,95 @@ def test_records_without_both_cdf_and_quantile_or_with_their_own_axis_have_no_fo
 ):
     model = one_table(record_dist, n=5, observed=observed)
     assert describe_forms(model, compile_model(model).blocks) == {"x": None}
+
+
+# --------------------------------------------------------------------------------------------------
+# what each form depends on: the moving parameters, the op's own class, fresh uniforms, the cost
+# --------------------------------------------------------------------------------------------------
+#: ``Form.relative_cost`` of each form (Bernoulli records: the affine map of their PIT).
+RELATIVE_COSTS = {"location-scale": 0.05, "inverse-cdf": 0.5, "randomized-pit": 1.0, "gammas": 5.0}
+
+
+def test_each_form_has_its_relative_cost(family):
+    """The fixed cost estimates that decide whether extra interweaving steps pay: affine maps are
+    cheap, special functions dearer, per-record searches and the Gammas' quantiles dearest."""
+    name, _, step, kind, _ = family
+    (form,) = step.noncentred.forms
+    expected = 0.05 if name == "bernoulli" else RELATIVE_COSTS[kind]
+    assert form.relative_cost == expected
+
+
+def test_the_forms_follow_the_parameters_the_move_changes():
+    """``Gamma(k, b)`` records: a move of ``b`` alone holds the shape fixed (location-scale form),
+    a move of both needs the inverse CDF."""
+    with pm.Model() as model:
+        k = pm.Gamma("k", 4.0, 2.0)
+        b = pm.Gamma("b", 4.0, 2.0)
+        x = pmdp.Records("x", pm.Gamma.dist(k, b), n=5)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(scale=50.0), observed=0.0, check_sensitivity=False)
+    assert [f.kind for f in pmdp.Interweave(model=model, vars=[b]).noncentred.forms] == [
+        "location-scale"
+    ]
+    assert [f.kind for f in pmdp.Interweave(model=model).noncentred.forms] == ["inverse-cdf"]
+
+
+def test_a_dirichlet_subclass_has_no_gammas_form():
+    """Only ``pm.Dirichlet``'s own op gets the Gammas form: the ATUS example's subclass keeps the
+    full-refresh move (cheaper there, see ``_form_of``)."""
+    from pymc_unbounded_dp.examples.atus import dirichlet_dist
+
+    def subclass(a, b):
+        return dirichlet_dist(pt.stack([a, b, 1.5]))
+
+    model = one_table(
+        subclass, n=5, statistic=lambda x: pt.log(pt.maximum(x, 1e-3)), observed=np.zeros(3)
+    )
+    assert describe_forms(model, compile_model(model).blocks) == {"x": None}
+
+
+def test_the_auxiliary_uniforms_are_drawn_afresh_from_the_generator(family):
+    """The randomized PIT's uniforms and the Dirichlet totals come from the generator passed in:
+    the same seed gives the same ancillaries, another seed other ones (a fixed draw would keep
+    each single draw's law but not refresh the auxiliary variable); forms without auxiliary
+    uniforms give the same ancillaries whatever the generator."""
+    name, model, step, kind, _ = family
+    point, _ = at_point(model, step)
+    nc = step.noncentred
+    values = nc.values(point)
+    (u1,) = nc.ancillary(values, np.random.default_rng(1))
+    (again,) = nc.ancillary(values, np.random.default_rng(1))
+    (u2,) = nc.ancillary(values, np.random.default_rng(2))
+    np.testing.assert_array_equal(u1, again)
+    if kind in ("randomized-pit", "gammas"):
+        assert np.mean(u1 != u2) > 0.9, name  # each entry moves with its uniform
+    else:
+        np.testing.assert_array_equal(u1, u2)
+
+
+def row_wise_model():
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        beta = pm.Normal("beta", 0, 1)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=6)
+        y = pmdp.Records("y", pm.Normal.dist(beta * x, 0.5), n=6)
+        pmdp.PrivatizedSum(
+            "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0), observed=[1.0, 2.0]
+        )
+    return model
+
+
+def test_the_numba_target_of_some_parameters_with_two_record_variables_matches_the_target():
+    """The flat numba target (``mu`` moving, ``beta`` held; two record variables, so two
+    ancillaries after the fixed values) equals the compiled target at the same values."""
+    model = row_wise_model()
+    nc = pmdp.Interweave(model=model, backend="python").noncentred
+    point = model.initial_point()
+    point.update(mu=np.array(0.3), beta=np.array(2.0))
+    u = nc.ancillary(nc.values(point), np.random.default_rng(0))
+    target = nc.flat_log_target({"mu": (0, 1, (), np.dtype("float64"))})
+    assert target is not None and target.fixed_names == ("beta",)
+    moved = dict(point, mu=np.array(-0.7))
+    (got,) = target.fn(np.array([-0.7]), *target.arguments(moved, u))
+    expected = nc.log_target(nc.values(moved), u)
+    assert float(got) == pytest.approx(expected, rel=1e-12)
+    assert expected != pytest.approx(nc.log_target(nc.values(point), u))  # mu matters
