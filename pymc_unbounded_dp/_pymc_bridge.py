@@ -28,6 +28,7 @@ from typing import ClassVar
 
 import numpy as np
 import pymc as pm
+import pytensor
 
 # Not in pymc.sampling.mcmc.__all__: see assign_steps.
 from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
@@ -97,15 +98,78 @@ def assign_steps(
 
 
 def instantiate_steps(
-    model: pm.Model, provided: list, selected: dict, step_kwargs: dict | None
+    model: pm.Model,
+    provided: list,
+    selected: dict,
+    step_kwargs: dict | None,
+    reuse: dict | None = None,
 ) -> list[BlockedStep]:
     """Build the steps of :func:`assign_steps`'s choice, as a flat list of single steps.
 
     PyMC returns one step, or a list of them when there are several (each possibly compound).
-    ``step_kwargs`` maps a step class's ``name`` to its keyword arguments, as ``pm.sample``'s.
+    ``step_kwargs`` maps a step class's ``name`` to its keyword arguments, as ``pm.sample``'s;
+    the gradient steps get :func:`gradient_step_options` besides.
+
+    ``reuse`` (a dict kept with the model between fits) holds the compiled targets of the
+    gradient steps built here: a later call for the same variables, with the same options that
+    reach PyTensor, hands the step the function compiled before (``logp_dlogp_func``, a keyword
+    of PyMC's gradient steps) instead of building and compiling the model's gradient again
+    (1-3 s per fit). The function reads the model's shared variables (data, record containers)
+    at each call and is given the other value variables at each step, so it is the same function
+    a new compile would give. Steps given options that may change what is compiled (``dtype``,
+    ``mode``, ``compile_kwargs``, ...) are always compiled afresh.
     """
-    built = instantiate_steppers(model, provided, selected, step_kwargs=step_kwargs)
-    return flat_steps(built)
+    given = dict(step_kwargs or {})
+    kwargs = gradient_step_options(selected, given)
+    keys = {}
+    if reuse is not None:
+        for cls, variables in selected.items():
+            key = _reuse_key(cls, variables, given.get(cls.name, {}))
+            if key is None:
+                continue
+            keys[cls, frozenset(v.name for v in variables)] = key
+            if key in reuse:
+                kwargs[cls.name] = {**kwargs.get(cls.name, {}), "logp_dlogp_func": reuse[key]}
+    built = flat_steps(instantiate_steppers(model, provided, selected, step_kwargs=kwargs))
+    for step in built:
+        key = keys.get((type(step), frozenset(v.name for v in step.vars)))
+        if key is not None:
+            # PyMC keeps the compiled target in this attribute (PyMC 5.28 and 6.4); pinned by
+            # tests/test_pymc_bridge.py
+            reuse.setdefault(key, step._logp_dlogp_func)
+    return built
+
+
+#: Options of PyMC's gradient steps that set the sampler, not the function it compiles: a step
+#: given only these (besides :func:`gradient_step_options`'s own) may reuse a compiled target.
+SAMPLER_SETTINGS: frozenset[str] = frozenset(
+    {
+        "adapt_step_size",
+        "early_max_treedepth",
+        "Emax",
+        "gamma",
+        "is_cov",
+        "k",
+        "max_steps",
+        "max_treedepth",
+        "path_length",
+        "potential",
+        "scaling",
+        "step_rand",
+        "step_scale",
+        "t0",
+        "target_accept",
+    }
+)
+
+
+def _reuse_key(cls: type, variables: list, given: dict) -> tuple | None:
+    """The key of a gradient step's compiled target in :func:`instantiate_steps`'s ``reuse``, or
+    ``None`` if it must be compiled afresh (not a gradient step, or given compile options)."""
+    if not issubclass(cls, GradientSharedStep) or not set(given) <= SAMPLER_SETTINGS:
+        return None
+    settings = (pytensor.config.mode, pytensor.config.linker, pytensor.config.floatX)
+    return ("gradient", cls.name, tuple(v.name for v in variables), settings)
 
 
 def flat_steps(steps) -> list[BlockedStep]:

@@ -4,8 +4,9 @@
 the records step, the parameter steps and the interweaving move. This module chooses the last two:
 the parameter steps PyMC would assign (:func:`parameter_steps`), built on the model's log density
 without the release terms (:func:`without_release_terms`) with compile options that suit them
-(:func:`~pymc_unbounded_dp._pymc_bridge.gradient_step_options`), and the interweaving move the
-``interweave`` option asks for (:func:`interweave_steps`).
+(:func:`~pymc_unbounded_dp._pymc_bridge.gradient_step_options`; a refit of the model reuses
+their compiled targets, :func:`~pymc_unbounded_dp._pymc_bridge.instantiate_steps`), and the
+interweaving move the ``interweave`` option asks for (:func:`interweave_steps`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from pymc_unbounded_dp._compile import CompiledModel
 from pymc_unbounded_dp._pymc_bridge import (
     assign_steps,
     flat_steps,
-    gradient_step_options,
     instantiate_steps,
     logp_restricted_to,
     step_methods,
@@ -141,11 +141,12 @@ def parameter_steps(
     independent = selected.pop(NUTS, []) if collapsed else []
     if not provided and not selected and not independent:
         return []
-    step_kwargs = gradient_step_options(selected, step_kwargs)
     with without_release_terms(model, compiled, table_laws):
         steps = []
         if provided or selected:
-            steps = instantiate_steps(model, provided, selected, step_kwargs)
+            # at the sums level the target reads this fit's latent sums: compiled afresh
+            reuse = compiled.memo.setdefault("gradient steps", {}) if table_laws is None else None
+            steps = instantiate_steps(model, provided, selected, step_kwargs, reuse)
         if independent:
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))

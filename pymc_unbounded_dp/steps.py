@@ -414,11 +414,13 @@ class DataAugmentation(CompoundStep):
         self._parameter_lp_slot = (
             len(self.stats_dtypes) - 1 if table_laws is None and own_nuts else None
         )
-        self._log_density = (
-            ModelLogDensity(compiled, leaf if table_laws is not None else None)
-            if self._parameter_lp_slot is None
-            else None
-        )
+        self._log_density = None
+        if self._parameter_lp_slot is None and table_laws is not None:
+            self._log_density = ModelLogDensity(compiled, leaf)
+        elif self._parameter_lp_slot is None:  # it reads the records' containers: kept for reuse
+            self._log_density = compiled.memo.get("model log density")
+            if self._log_density is None:
+                self._log_density = compiled.memo["model log density"] = ModelLogDensity(compiled)
         self._records_slot = next(
             (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
         )

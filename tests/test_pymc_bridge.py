@@ -266,3 +266,51 @@ def test_pymc_loggers_are_pymcs_modules():
         module = importlib.import_module(name)
         assert module.__name__ == name
         assert logging.getLogger(name).name == name
+
+
+# -- a refit reuses the gradient steps' compiled target ------------------------------------------
+def _clamped_normal_records(centre: float) -> pm.Model:
+    """Records with no sum law (clamped normals: the records level), a prior read from data."""
+    with pm.Model() as model:
+        prior_centre = pm.Data("centre", centre)
+        mu = pm.Normal("mu", prior_centre, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=8)
+        pmdp.PrivatizedSum(
+            "s",
+            pm.math.clip(x, -3.0, 3.0),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
+            observed=4.0,
+        )
+    return model
+
+
+def test_a_refit_reuses_the_compiled_gradient_and_reads_the_data_set_since(monkeypatch):
+    """A second ``pmdp.sample`` of a model hands NUTS the target compiled by the first (the
+    sampler's settings, such as ``target_accept``, do not reach PyTensor); it reads data set
+    since, so its draws are a fresh model's, bit for bit; an option that reaches PyTensor
+    (``dtype``) compiles afresh."""
+    fit = {"draws": 15, "tune": 15, "chains": 1, "random_seed": 7, "progressbar": False}
+    fit["compute_convergence_checks"] = False
+    model = _clamped_normal_records(0.0)
+    with model:
+        pmdp.sample(**fit)
+    assert len(compile_model(model).memo["gradient steps"]) == 1
+    built = []
+    original = pm.Model.logp_dlogp_function
+
+    def counted(self, *args, **kwargs):
+        built.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pm.Model, "logp_dlogp_function", counted)
+    with model:
+        pm.set_data({"centre": 2.0})
+        refit = pmdp.sample(**fit, nuts={"target_accept": 0.9})
+    assert built == []
+    with _clamped_normal_records(2.0):
+        fresh = pmdp.sample(**fit, nuts={"target_accept": 0.9})
+    np.testing.assert_array_equal(refit.posterior["mu"], fresh.posterior["mu"])
+    built.clear()
+    with model:
+        pmdp.sample(**fit, nuts={"dtype": "float64"})
+    assert built == [model]
