@@ -60,13 +60,14 @@ N_STEPS = 15
 
 def dirichlet_concentrations(model: pm.Model, compiled: CompiledModel) -> list | None:
     """The concentration graph of every record variable, or ``None`` unless all are Dirichlet
-    records (PyTensor's ``DirichletRV`` or a subclass) whose concentration does not depend on
-    other records."""
+    records (PyTensor's ``DirichletRV`` or a subclass) of one vector each, whose concentration
+    does not depend on other records (records with batch axes, ``(n, 1, K)``, are not the move's
+    ``(n, K)`` rows)."""
     record_rvs = [spec.rv for spec in compiled.blocks.records]
     concentrations = []
     for spec in compiled.blocks.records:
         op = spec.rv.owner.op
-        if not isinstance(op, DirichletRV):
+        if not isinstance(op, DirichletRV) or spec.rv.ndim != 2:
             return None
         (alpha,) = op.dist_params(spec.rv.owner)
         if depends_on(alpha, record_rvs):
@@ -156,8 +157,9 @@ class DirichletInterweave(ParameterMove):
         concentrations = dirichlet_concentrations(model, compiled)
         if concentrations is None:
             raise ValueError(
-                "DirichletInterweave: every pmdp.Records variable must be a Dirichlet whose "
-                "concentration depends on the parameters only; use pmdp.Interweave otherwise."
+                "DirichletInterweave: every pmdp.Records variable must be a Dirichlet of one "
+                "vector per record whose concentration depends on the parameters only; use "
+                "pmdp.Interweave otherwise."
             )
         self.compiled = compiled
         self.vars = self._moving(model, compiled, concentrations, vars)

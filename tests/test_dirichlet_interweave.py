@@ -26,6 +26,8 @@ from mcmc_checks import Z_LIMIT, draws_of, mean_z
 from scipy import integrate, special, stats
 
 import pymc_unbounded_dp as pmdp
+from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._step_assembly import interweave_steps
 from pymc_unbounded_dp.dirichlet_interweave import DirichletInterweave
 from pymc_unbounded_dp.kernels import dirichlet as kd
 
@@ -461,14 +463,35 @@ def test_refuses_a_concentration_that_reads_other_records():
         DirichletInterweave(model=model)
 
 
+def test_records_with_a_batch_axis_are_left_to_another_move():
+    """Records of shape ``(1, K)`` (a concentration ``alpha[None, :]``) are not the move's
+    ``(n, K)`` rows: the move refuses them when built, and ``interweave='auto'`` takes another
+    move instead of one that fails at its first step."""
+    with pm.Model() as model:
+        alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
+        x = pmdp.Records("x", pm.Dirichlet.dist(alpha[None, :]), n=4)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.log(pt.clip(x[:, 0, :], 0.01, 1.0)),
+            pmdp.Laplace(scale=1.5),
+            observed=np.full(3, -5.0),
+            check_sensitivity=False,
+        )
+    with pytest.raises(ValueError, match="one vector per record"):
+        DirichletInterweave(model=model)
+    steps = interweave_steps(model, compile_model(model), "auto")
+    assert steps and not any(isinstance(step, DirichletInterweave) for step in steps)
+
+
 @pytest.fixture(scope="module")
 def bounded_small():
     return small_model(bounded=True)
 
 
 def test_the_concentration_must_be_one_vector_for_all_records(bounded_small):
-    """Two compositions per record (a ``(2, K)`` concentration) are refused by the check
-    ``interweave='auto'`` runs at the start point; one vector passes."""
+    """Two compositions per record (a ``(2, K)`` concentration) are refused when the move is
+    built (the records are not ``(n, K)`` rows); one vector passes the check
+    ``interweave='auto'`` runs at the start point."""
     with pm.Model() as model:
         alpha = pm.Gamma("alpha", 2.0, 2.0, shape=(2, 3))
         x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
@@ -479,8 +502,8 @@ def test_the_concentration_must_be_one_vector_for_all_records(bounded_small):
             observed=np.full((2, 3), -6.0),
             check_sensitivity=False,
         )
-    with pytest.raises(ValueError, match="same for every record"):
-        DirichletInterweave(model=model).check_shared_concentration(model.initial_point())
+    with pytest.raises(ValueError, match="one vector per record"):
+        DirichletInterweave(model=model)
     DirichletInterweave(model=bounded_small).check_shared_concentration(
         bounded_small.initial_point()
     )
