@@ -943,3 +943,190 @@ def test_the_tuner_sees_the_rest_of_the_iterations_jump():
     assert len(updates) >= 4 and updates[0][1] is None
     for k in range(1, len(updates)):
         np.testing.assert_allclose(updates[k][1], entries[k] - updates[k - 1][0], rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# the move driven directly (no pm.sample): its pieces on small bounded models, whose record
+# containers hold n records from the start
+# --------------------------------------------------------------------------------------------------
+def test_vars_may_name_a_transformed_parameter_by_its_model_variable():
+    """``theta ~ Beta`` moves as its value variable ``theta_logodds__``, whether ``vars`` names
+    the model variable or the value variable."""
+    model = model_of("bernoulli", True)
+    theta = model["theta"]
+    for given in (theta, model.rvs_to_values[theta]):
+        assert [v.name for v in pmdp.Interweave(vars=[given], model=model).vars] == [
+            "theta_logodds__"
+        ]
+
+
+@functools.cache
+def vector_model() -> pm.Model:
+    """A vector parameter ``w`` (2) before a scalar ``mu``: a flat vector of 3 coordinates."""
+    with pm.Model() as model:
+        w = pm.Normal("w", 0.0, 1.0, shape=2)
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(w[0] - w[1] + mu, 1.0), n=20)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -3, 3), pmdp.Laplace(scale=6.0, sensitivity=3.0), observed=4.0
+        )
+    return model
+
+
+def test_a_vector_parameter_moves_as_its_own_coordinates():
+    """``w`` takes coordinates 0-1 of the flat vector and ``mu`` coordinate 2; the random walk
+    is in 3 dimensions (a jump moves ``w``'s two coordinates by different amounts)."""
+    model = vector_model()
+    move = pmdp.Interweave(model=model, n_steps=5, backend="python")
+    point = model.initial_point()
+    placed = move._with_position(point, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(placed["w"], [1.0, 2.0])
+    assert float(placed["mu"]) == 3.0
+    move.start_chain(np.random.default_rng(1))
+    jumps = []
+    for _ in range(4):
+        new_point, (stats,) = move.step(point)
+        jumps.append(new_point["w"] - point["w"])
+        point = new_point
+    assert move._tuner.dimension == 3 and move._tuner.params.chol.shape == (3, 3)
+    assert any(abs(j[0] - j[1]) > 1e-6 for j in jumps)  # the move moved, not along (1, 1)
+
+
+#: Laplace noise of scale 2 shifted by +1: asymmetric, so that ``s_dp - T(x)`` and ``T(x) - s_dp``
+#: have different log-densities (the built-in mechanisms are all symmetric).
+SHIFTED = pmdp.CustomMechanism(
+    logp=lambda e: -pt.abs(e - 1.0) / 2.0 - np.log(4.0),
+    simulate=lambda size, rng: 1.0 + rng.laplace(0.0, 2.0, size),
+    privacy={"epsilon": 1.0},
+    name="shifted Laplace",
+)
+#: The released counts of the three categories (of 6 records).
+CATEGORY_COUNTS_DP = np.array([3.5, 2.0, 4.0])
+
+
+@functools.cache
+def full_refresh_model() -> pm.Model:
+    """Categorical records (no non-centred form) with ``theta ~ Beta(2, 3)`` on the log-odds
+    scale, three released counts with the shifted Laplace noise."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        p = pt.stack([(1 - theta) / 2, (1 - theta) / 2, theta])
+        x = pmdp.Records("x", pm.Categorical.dist(p=p), n=6)
+        pmdp.PrivatizedSum(
+            "s", pt.eq(x[:, None], np.arange(3)), SHIFTED, observed=CATEGORY_COUNTS_DP
+        )
+    return model
+
+
+def full_refresh_log_target(logodds: float, records: np.ndarray) -> float:
+    """``log pi(theta)`` on the log-odds scale (with the Jacobian ``theta (1 - theta)``) plus
+    the shifted Laplace density of every released count given ``records``."""
+    theta = 1.0 / (1.0 + np.exp(-logodds))
+    log_prior = stats.beta.logpdf(theta, 2.0, 3.0) + np.log(theta) + np.log1p(-theta)
+    noise = CATEGORY_COUNTS_DP - np.bincount(records, minlength=3)
+    return float(log_prior + np.sum(-np.abs(noise - 1.0) / 2.0 - np.log(4.0)))
+
+
+def test_the_full_refresh_target_is_the_prior_and_every_released_count():
+    """The full-refresh move's log density, at the current records and at a proposal with the
+    records it draws, written out: the prior with its Jacobian, and the noise density of each
+    of the three counts at ``s_dp - T(x)``."""
+    model = full_refresh_model()
+    move = pmdp.Interweave(model=model)
+    assert move.method == "full-refresh"
+    table = compile_model(model).tables[0]
+    table.set_records([np.array([0, 0, 0, 1, 2, 2])])  # counts (3, 1, 2)
+    point = model.initial_point()
+    point["theta_logodds__"] = np.asarray(0.3)
+    records = [t.current_records() for t in compile_model(model).tables]
+    log_density, state, _ = move._target(point, records, np.array([0.3]))
+    # PyMC's Beta log-density is within ~3e-8 of SciPy's; the slips this guards against (a
+    # Jacobian, a count or the noise's sign) each move the value by more than 0.1
+    expected = full_refresh_log_target(0.3, np.array([0, 0, 0, 1, 2, 2]))
+    assert state.log_density == pytest.approx(expected, abs=1e-6)
+    # a proposal: fresh records drawn at theta', scored the same way
+    log_p, (drawn,) = log_density(np.array([-0.8]))
+    assert drawn.shape == (6,)
+    assert log_p == pytest.approx(full_refresh_log_target(-0.8, drawn), abs=1e-6)
+
+
+def test_the_full_refresh_move_takes_a_smaller_max_steps():
+    """The full-refresh move's automatic steps start at 1 and stay at most ``max_steps`` where
+    that is below FULL_REFRESH_MAX_STEPS (5)."""
+    model = full_refresh_model()
+    move = pmdp.Interweave(model=model, max_steps=3)
+    move.start_chain(np.random.default_rng(0))
+    _, (stats_,) = move.step(model.initial_point())
+    assert stats_["interweave_steps"] == 1
+    assert (move._tuner.n_steps, move._tuner.max_steps) == (1, 3)
+
+
+def test_a_new_chain_measures_no_jump_before_its_first_exit():
+    """The tuner's 'rest of the iteration' jump needs the move's exit point of the iteration
+    before in the same chain: a new chain's first update has none (not the last chain's)."""
+    from pymc_unbounded_dp.kernels import interweave as rw
+
+    model = model_of("regression", True)
+    move = pmdp.Interweave(model=model, n_steps=2, backend="python")
+    jumps, update = [], rw.Tuner.update
+
+    def spy(self, position, info, centred_jump=None):
+        jumps.append(centred_jump)
+        return update(self, position, info, centred_jump)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rw.Tuner, "update", spy)
+        for chain in range(2):
+            move.start_chain(np.random.default_rng(chain))
+            point = model.initial_point()
+            for _ in range(3):
+                point, _ = move.step(point)
+    assert [j is None for j in jumps] == [True, False, False] * 2
+
+
+def test_the_move_waits_while_any_table_holds_records_of_another_n():
+    """A table of known size beside one of latent size: the move waits (no step) while the
+    latent table's containers hold another number of records than the point's ``n``, though the
+    known-size table's are right."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 5.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=10)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -5, 5), pmdp.Laplace(scale=10.0, sensitivity=5.0), observed=6.0
+        )
+        n = pmdp.SampleSize("n", n_dp=40, mechanism=N_MECHANISM)
+        y = pmdp.Records("y", pm.Normal.dist(mu, 1.0), n=n)
+        pmdp.PrivatizedSum(
+            "t", pt.clip(y, -5, 5), pmdp.Laplace(scale=10.0, sensitivity=5.0), observed=60.0
+        )
+    move = pmdp.Interweave(model=model, backend="python")
+    move.start_chain(np.random.default_rng(0))
+    point = model.initial_point()
+    known, latent = compile_model(model).tables
+    assert known.current_records()[0].shape[0] == 10
+    point["n"] = np.asarray(latent.current_records()[0].shape[0] + 3, dtype=point["n"].dtype)
+    new_point, (stats_,) = move.step(point)
+    assert new_point is point
+    assert stats_["interweave_steps"] == 0 and not stats_["interweave_on"]
+
+
+def test_the_costliest_form_sets_the_cost_of_a_step():
+    """Normal records (location-scale, 0.05 of an iteration) beside Poisson records (randomized
+    PIT, 1.0): a step costs what its costliest form does, so the first window makes
+    ``max(1, round(0.5 / 1.0))`` = 1 step, not the 10 of the normal records alone."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=20)
+        y = pmdp.Records("y", pm.Poisson.dist(pm.math.exp(mu)), n=20)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -3, 3), pmdp.Laplace(scale=6.0, sensitivity=3.0), observed=4.0
+        )
+        pmdp.PrivatizedSum(
+            "t", pt.clip(y, 0, 5), pmdp.Laplace(scale=10.0, sensitivity=5.0), observed=25.0
+        )
+    move = pmdp.Interweave(model=model, backend="python")
+    assert sorted(f.relative_cost for f in move.noncentred.forms) == [0.05, 1.0]
+    move.start_chain(np.random.default_rng(0))
+    _, (stats_,) = move.step(model.initial_point())
+    assert stats_["interweave_steps"] == 1
+    assert move._tuner.relative_cost == 1.0

@@ -20,6 +20,8 @@ import pytest
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp.steps import RecordsStep, ReleaseLogLikelihood, augmentation_step
+from pymc_unbounded_dp.sums import SumsStep, resolve_augment
 
 pytestmark = pytest.mark.filterwarnings("ignore:PyTensor could not link to a BLAS:UserWarning")
 
@@ -343,3 +345,138 @@ def test_records_written_into_the_second_of_two_tables_are_taken_over():
     records_step._adopt_changed_records()
     np.testing.assert_array_equal(records_step._states[1].records[0][:8], written)
     np.testing.assert_array_equal(records_step._states[0].records[0][:10], first)
+
+
+def records_step(model, **options) -> RecordsStep:
+    """The records step alone (what the augmentation steps build, without their NUTS)."""
+    compiled = compile_model(model)
+    claimed = [model.rvs_to_values[s.rv] for s in compiled.blocks.sample_sizes]
+    return RecordsStep(claimed or model.value_vars, compiled, model=model, **options)
+
+
+def test_the_n_moves_stat_adds_the_moves_of_every_latent_table():
+    """``n_moves`` is the iteration's birth/death moves over all tables: 4 + 4 with ``n_moves=4``,
+    and with the adapted default one per record of each table's starting ``n`` (30 + 20) in the
+    first tuning iteration."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        for name, n_dp, observed in (("a", N_DP, S_DP), ("b", 20, 7.6)):
+            n = pmdp.SampleSize(
+                f"n_{name}", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=EPS_N)
+            )
+            x = pmdp.Records(f"x_{name}", pm.Bernoulli.dist(theta), n=n)
+            pmdp.PrivatizedSum(f"s_{name}", x, pmdp.Laplace(epsilon=EPS_S), observed=observed)
+    point = model.initial_point()
+    fixed = records_step(model, model_logp=False, n_moves=4)
+    for _, stats, _ in drive(fixed, dict(point), tune=1, draws=1, seed=2):
+        assert stats["n_moves"] == 8
+    (_, stats, _), *_ = drive(records_step(model, model_logp=False), dict(point), 1, 0, seed=2)
+    assert stats["n_moves"] == N_DP + 20
+
+
+#: Laplace noise of scale 2 shifted by +1: an asymmetric density, so that ``s_dp - T(x)`` and
+#: ``T(x) - s_dp`` have different log-densities (the built-in mechanisms are all symmetric).
+SHIFT_SCALE = 2.0
+
+
+def shifted_laplace() -> pmdp.CustomMechanism:
+    return pmdp.CustomMechanism(
+        logp=lambda e: -pm.math.abs(e - 1.0) / SHIFT_SCALE - math.log(2 * SHIFT_SCALE),
+        simulate=lambda size, rng: 1.0 + rng.laplace(0.0, SHIFT_SCALE, size),
+        privacy={"epsilon": 1.0},
+        name="shifted Laplace",
+    )
+
+
+def test_the_release_log_likelihood_of_each_sum_reads_its_own_totals():
+    """A table with two sums, a two-coordinate one first: the second sum's log-likelihood is
+    its noise density at its own total (after the first sum's two coordinates), at
+    ``s_dp - T(x)`` (an asymmetric noise: ``T(x) - s_dp`` would differ)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=12)
+        clipped = pm.math.clip(x, -2, 2)
+        pmdp.PrivatizedSum(
+            "s",
+            pm.math.stack([clipped, clipped**2], axis=1),
+            pmdp.Laplace(scale=2.0, sensitivity=6.0),
+            observed=[3.0, 10.0],
+        )
+        pmdp.PrivatizedSum("r", pm.math.clip(x, -1, 1), shifted_laplace(), observed=1.5)
+    compiled = compile_model(model)
+    imputation = records_step(model, model_logp=False)
+    imputation.set_rng(4)
+    point, _ = imputation.step(model.initial_point())
+    _, (stats,) = ReleaseLogLikelihood(model.value_vars, compiled, model=model).step(point)
+    x = compiled.tables[0].current_records()[0]
+    v = np.clip(x, -2, 2)
+    expected_s = -math.log(4.0) - np.abs(np.array([3.0, 10.0]) - [v.sum(), (v**2).sum()]) / 2.0
+    np.testing.assert_allclose(stats["log_likelihood_s"], expected_s, rtol=1e-12)
+    noise = 1.5 - np.clip(x, -1, 1).sum()
+    assert abs(noise) > 0.1  # the sign matters here: |noise - 1| != |-noise - 1|
+    expected_r = -abs(noise - 1.0) / SHIFT_SCALE - math.log(2 * SHIFT_SCALE)
+    assert stats["log_likelihood_r"] == pytest.approx(expected_r, rel=1e-12)
+
+
+def test_the_release_log_likelihood_at_the_sums_level_reads_each_tables_totals():
+    """At the sums level the true totals are the latent state, one per table: each table's
+    release log-likelihood is at its own table's totals."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        for name, n, observed in (("x", 10, 4.2), ("y", 30, 20.3)):
+            x = pmdp.Records(name, pm.Bernoulli.dist(theta), n=n)
+            pmdp.PrivatizedSum(f"s_{name}", x, pmdp.Laplace(epsilon=EPS_S), observed=observed)
+    compiled = compile_model(model)
+    _, laws = resolve_augment(compiled, "sums")
+    sums_step = SumsStep(model.value_vars, compiled, laws, model_logp=False, model=model)
+    loglik = ReleaseLogLikelihood(model.value_vars, compiled, sums_step, model=model)
+    sums_step.set_rng(6)
+    point, _ = sums_step.step(model.initial_point())
+    _, (stats,) = loglik.step(point)
+    totals = [float(t[0]) for t in sums_step.release_totals()]
+    assert totals[0] != totals[1]
+    for name, observed, total in (("x", 4.2, totals[0]), ("y", 20.3, totals[1])):
+        expected = -math.log(2.0 / EPS_S) - EPS_S * abs(observed - total)
+        assert stats[f"log_likelihood_s_{name}"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_kept_records_are_the_records_the_draw_ends_with(bounded):
+    """With the interweaving move after the records step, a kept draw's records are those in
+    the containers at the end of the iteration (the move's, when it accepted), not those the
+    records step wrote."""
+    with bounded:
+        step = pmdp.DataAugmentation(
+            augment="records",
+            keep_records=1,
+            interweave={"n_steps": 3, "switch_off": False, "backend": "python"},
+        )
+    table, imputation = step.records_step.compiled.tables[0], step.records_step
+    for k, method in enumerate(step.methods):
+        if hasattr(method, "start_chain"):
+            method.start_chain(np.random.default_rng(k))
+    step.stop_tuning()
+    point, moved = bounded.initial_point(), 0
+    for _ in range(8):
+        point, stats = step.step(point)
+        final = table.current_records()[0]
+        np.testing.assert_array_equal(stats[0]["records"]["x"], final)
+        moved += not np.array_equal(final, imputation._states[0].active_records()[0])
+    assert moved > 0  # the move changed the records after the records step in some draws
+
+
+def test_a_new_chain_restarts_the_keep_schedule_and_the_moves(unbounded):
+    """A chain after another (``cores=1`` reuses the step) keeps its draws 0, 2, 4, ... and,
+    without tuning, makes the default moves at its starting ``n`` (one per record: 30), not the
+    last tuning value of the chain before (24 here)."""
+    step = records_step(unbounded, model_logp=False, keep_records=2)
+    point = unbounded.initial_point()
+    first = drive(step, dict(point), tune=3, draws=3, seed=4)
+    assert first[2][1]["n_moves"] != N_DP  # n moved during the first chain's tuning
+    second = drive(step, dict(point), tune=0, draws=3, seed=4)
+    assert [s["records"] is not None for _, s, _ in second] == [True, False, True]
+    assert [s["n_moves"] for _, s, _ in second] == [N_DP] * 3
+
+
+def test_n_moves_is_refused_on_a_bounded_model_even_when_zero(bounded):
+    with pytest.raises(ValueError, match="`n_moves` applies to unbounded DP only"):
+        augmentation_step(bounded, n_moves=0)
