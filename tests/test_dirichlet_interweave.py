@@ -336,6 +336,19 @@ def test_the_move_reads_the_releases_density_summed_over_coordinates(laplace_onl
 # --------------------------------------------------------------------------------------------------
 # what the move depends on: its parameters, the tables, tuning, the boosts
 # --------------------------------------------------------------------------------------------------
+def four_records_released(alpha) -> None:
+    """Table "x": 4 records of ``Dirichlet(alpha)`` (3 shares), their clamped log-shares released
+    with Laplace noise (in the model of the ``with`` block)."""
+    x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
+    pmdp.PrivatizedSum(
+        "s",
+        pt.log(pt.clip(x, 0.01, 1.0)),
+        pmdp.Laplace(scale=1.5),
+        observed=[-6.0, -10.0, -4.0],
+        check_sensitivity=False,
+    )
+
+
 def two_table_model() -> pm.Model:
     """Table "x" (4 records of ``Dirichlet(alpha)``, Laplace noise) and table "y, z" (5 records of
     two record variables, ``Dirichlet(beta)`` and ``Dirichlet(alpha[:2] + beta)``, Gaussian
@@ -343,14 +356,7 @@ def two_table_model() -> pm.Model:
     with pm.Model() as model:
         alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
         beta = pm.Gamma("beta", 2.0, 2.0, shape=2)
-        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
-        pmdp.PrivatizedSum(
-            "s",
-            pt.log(pt.clip(x, 0.01, 1.0)),
-            pmdp.Laplace(scale=1.5),
-            observed=[-6.0, -10.0, -4.0],
-            check_sensitivity=False,
-        )
+        four_records_released(alpha)
         y = pmdp.Records("y", pm.Dirichlet.dist(beta), n=5)
         z = pmdp.Records("z", pm.Dirichlet.dist(alpha[:2] + beta), n=5)
         pmdp.PrivatizedSum(
@@ -432,14 +438,7 @@ def test_by_default_the_move_changes_only_the_parameters_of_the_concentrations()
         alpha = pm.Gamma("alpha", 2.0, 2.0, shape=3)
         sigma = pm.HalfNormal("sigma", 1.0)
         pm.Normal("public", 0.0, sigma, observed=[0.3, -0.2])
-        x = pmdp.Records("x", pm.Dirichlet.dist(alpha), n=4)
-        pmdp.PrivatizedSum(
-            "s",
-            pt.log(pt.clip(x, 0.01, 1.0)),
-            pmdp.Laplace(scale=1.5),
-            observed=[-6.0, -10.0, -4.0],
-            check_sensitivity=False,
-        )
+        four_records_released(alpha)
     assert [v.name for v in DirichletInterweave(model=model).vars] == ["alpha_log__"]
     both = DirichletInterweave(vars=[alpha, sigma], model=model).vars
     assert [v.name for v in both] == ["alpha_log__", "sigma_log__"]

@@ -147,8 +147,7 @@ def test_log_target_is_prior_plus_release_at_the_current_records(family):
     assert nc.log_target(values, u) == pytest.approx(float(expected), rel=1e-9, abs=1e-6)
 
 
-def test_row_wise_records_are_rebuilt_from_their_parents():
-    """``y | x``: moving theta moves x, and y follows the new x with its own ancillary."""
+def row_wise_model():
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 1)
         beta = pm.Normal("beta", 0, 1)
@@ -157,6 +156,12 @@ def test_row_wise_records_are_rebuilt_from_their_parents():
         pmdp.PrivatizedSum(
             "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0), observed=[1.0, 2.0]
         )
+    return model
+
+
+def test_row_wise_records_are_rebuilt_from_their_parents():
+    """``y | x``: moving theta moves x, and y follows the new x with its own ancillary."""
+    model = row_wise_model()
     nc = pmdp.Interweave(model=model).noncentred
     point = model.initial_point()
     point.update(mu=np.array(0.3), beta=np.array(2.0))
@@ -395,18 +400,6 @@ def test_the_auxiliary_uniforms_are_drawn_afresh_from_the_generator(family):
         assert np.mean(u1 != u2) > 0.9, name  # each entry moves with its uniform
     else:
         np.testing.assert_array_equal(u1, u2)
-
-
-def row_wise_model():
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, 1)
-        beta = pm.Normal("beta", 0, 1)
-        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=6)
-        y = pmdp.Records("y", pm.Normal.dist(beta * x, 0.5), n=6)
-        pmdp.PrivatizedSum(
-            "s", pt.stack([x, y], axis=1), pmdp.Laplace(scale=5.0), observed=[1.0, 2.0]
-        )
-    return model
 
 
 def test_the_numba_target_of_some_parameters_with_two_record_variables_matches_the_target():
