@@ -587,3 +587,166 @@ def test_a_wrong_mixing_law_is_caught(monkeypatch):
     monkeypatch.setattr(kernel, "_draw_variances", wrong)
     with pytest.raises(AssertionError):
         test_the_collapsed_sweep_draws_two_correlated_totals_from_their_exact_law()
+
+
+# -- the prior of n, the move counts, the chain's start and the largest n (a second hand audit) ---
+def _poisson_prior(rate):
+    """The log-pmf of Poisson(rate) (in NumPy: SciPy's per-call cost would dominate the chain)."""
+    return lambda values: values * np.log(rate) - rate - special.gammaln(values + 1.0)
+
+
+def test_the_prior_of_n_weighs_the_moves_over_n():
+    """Bernoulli counts as in ``test_the_counts_chain_has_the_exact_joint_law`` with a Poisson(14)
+    prior on n: the exact pmf of n (enumeration times the prior) has its mean 3.6 records (1.2
+    posterior sd) below the flat-prior one, ~50 Monte Carlo standard errors of the mean of n
+    (2 x 3,500 draws), so a ratio that drops the prior or reads it at the old n fails."""
+    theta, s_dp, n_dp, rate = 0.3, 7.6, 25, 14.0
+    matrix = np.array([[0.0], [1.0]])
+    target = _target(laws.COUNTS, (np.log([1 - theta, theta]),), s_dp, matrix, n_dp)
+    target = target._replace(log_prior_n=_poisson_prior(rate))
+    ns_draws, latent = _run(target, n_dp, steps=4000, seed=4)
+    ns, ts = np.arange(0, 60), np.arange(0, 60)
+    with np.errstate(divide="ignore"):
+        w = _exact_integer(
+            lambda t, n: stats.binom.logpmf(t, n, theta) + stats.poisson.logpmf(n, rate),
+            s_dp,
+            n_dp,
+            ns,
+            ts,
+        )
+    _check_integer_chain(
+        "Bernoulli counts, Poisson prior on n", ns_draws, latent[..., 1], w, ns, ts
+    )
+
+
+def test_the_collapsed_sweep_weighs_n_by_its_prior():
+    """The collapsed sweep of one Normal total with a Poisson(14) prior on n: the pmf of n against
+    ``g(n) eta_n(n_dp - n) (N(n mu, n sigma^2) * Laplace)(s_dp)``; the prior moves the mean of n
+    by 1.5 records (0.65 posterior sd), ~35 Monte Carlo standard errors of the mean of n
+    (2 x 2,500 sweeps), far beyond the pmf check's resolution."""
+    mu, sigma, s_dp, n_dp, rate = 1.2, 1.5, 26.0, 20, 14.0
+    target = _approximation_target([mu], [[sigma**2]], [s_dp], n_dp)
+    target = target._replace(log_prior_n=_poisson_prior(rate))
+    ns_draws, _ = _run(target, n_dp, steps=3000, seed=5, collapsed=True)
+    ns = np.arange(0, 60)
+    n = ns[1:].astype(float)
+    log_w = np.r_[
+        SUM_NOISE.logpdf(s_dp), log_normal_laplace(s_dp, n * mu, n * sigma**2, SUM_NOISE.scale)
+    ]
+    log_w = log_w + COUNT_NOISE.logpdf(n_dp - ns) + stats.poisson.logpmf(ns, rate)
+    pmf = np.exp(log_w - log_w.max())
+    assert_pmf_matches(ns_draws, ns, pmf / pmf.sum(), "collapsed n, Poisson prior")
+
+
+@pytest.mark.parametrize("collapsed", [False, True], ids=["moves", "collapsed-sweep"])
+def test_the_move_counts_add_up_to_the_change_in_n(collapsed):
+    """With jumps of one record (``n_scale`` 0), each step's accepted births (steps up) minus its
+    accepted deaths (steps down) is the change in n; no kind accepts more than it proposed, and
+    the proposals of both kinds add up to ``n_moves`` (the samplers' birth/death stats)."""
+    if collapsed:
+        target = _approximation_target([1.2], [[1.5**2]], [26.0], 20)
+    else:
+        matrix = np.array([[0.0], [1.0]])
+        target = _target(laws.COUNTS, (np.log([0.7, 0.3]),), 7.6, matrix, 25)
+    params = kernel.SumsParams(sums_scale=2.0, n_scale=0.0, sums_moves=2, n_moves=3)
+    rng = np.random.default_rng(8)
+    n = 20 if collapsed else 25
+    state = kernel.init(target, n, kernel.starting_latent(target, n, rng))
+    if collapsed:
+        state = state._replace(variances=kernel.noise_variances(target.noise))
+    move = kernel.collapsed_step if collapsed else kernel.step
+    changed = 0
+    for _ in range(300):
+        before = state.n
+        state, info = move(rng, state, target, params)
+        assert state.n - before == info.births_accepted - info.deaths_accepted
+        assert info.births_accepted <= info.births_proposed
+        assert info.deaths_accepted <= info.deaths_proposed
+        assert info.births_proposed + info.deaths_proposed == 3
+        assert info.sums_accepted <= info.sums_proposed == (0 if collapsed else 2)
+        changed += state.n != before
+    assert changed > 50  # the moves do move n
+
+
+def test_a_collapsed_chain_starts_from_the_noises_own_variances():
+    """Laplace(b) noise is N(0, v) with v of mean 2 b^2; Gaussian noise has v = sigma^2."""
+    laplace, gaussian = pmdp.Laplace(scale=1.7, sensitivity=3.0), pmdp.Gaussian(sigma=2.5)
+    noise = NoiseArrays.of([laplace, gaussian], [2, 1])
+    np.testing.assert_allclose(
+        kernel.noise_variances(noise), [2 * 1.7**2, 2 * 1.7**2, 2.5**2], rtol=1e-12
+    )
+
+
+def test_the_starting_counts_round_the_largest_remainders_up():
+    """Counts released exactly (one-hot totals adding up to n): the fit is the release, and the
+    rounding to counts adding up to n gives the extra units to the largest remainders."""
+    for released, expected in (
+        ([3.2, 4.5, 2.3], [3.0, 5.0, 2.0]),
+        ([1.6, 2.7, 5.7], [1.0, 3.0, 6.0]),
+    ):
+        target = _target(laws.COUNTS, (np.log([0.2, 0.3, 0.5]),), released, np.eye(3))
+        start = kernel.starting_latent(target, 10, np.random.default_rng(0))
+        np.testing.assert_array_equal(start, expected)
+
+
+def test_a_sum_released_below_its_support_starts_inside_it():
+    """An integer sum released below 0 starts at 0, a Gamma sum at a small positive total, a
+    Normal sum (no lower bound) at the release itself: each start has a finite density."""
+    for family, params, expected in (
+        (laws.POISSON, (np.float64(1.5),), 0.0),
+        (laws.NEGATIVE_BINOMIAL, (np.float64(2.0), np.float64(0.4)), 0.0),
+        (laws.NORMAL, (np.float64(1.0), np.float64(2.0)), -3.4),
+    ):
+        target = _target(family, params, -3.4, np.ones((1, 1)))
+        start = kernel.starting_latent(target, 5, np.random.default_rng(0))
+        np.testing.assert_array_equal(start, [expected])
+        assert np.isfinite(family.log_p(start, 5, params))
+    target = _target(laws.GAMMA, (np.float64(1.5), np.float64(2.0)), -3.4, np.ones((1, 1)))
+    (start,) = kernel.starting_latent(target, 5, np.random.default_rng(0))
+    assert 0.0 < start <= 1e-5
+
+
+def test_a_birth_may_reach_the_largest_supported_n_but_not_pass_it():
+    """``MAX_N`` records are supported: a birth from ``MAX_N - 1`` to ``MAX_N`` is an ordinary
+    move, a birth beyond it raises (jumps of one record: ``n_scale`` 0)."""
+    top = kernel.MAX_N
+    target = _target(laws.POISSON, (np.float64(1.0),), float(top), np.ones((1, 1)), top)
+    params = kernel.SumsParams(sums_scale=1.0, n_scale=0.0, sums_moves=0, n_moves=1)
+    below = kernel.init(target, top - 1, np.array([float(top - 1)]))
+    births = 0
+    for seed in range(20):
+        state, info = kernel.step(np.random.default_rng(seed), below, target, params)
+        births += info.births_proposed
+        assert state.n in (top - 1, top, top - 2)
+    assert births >= 5
+    at_top = kernel.init(target, top, np.array([float(top)]))
+    with pytest.raises(RuntimeError, match="more than it supports"):
+        for seed in range(20):
+            kernel.step(np.random.default_rng(seed), at_top, target, params)
+
+
+def test_only_a_vector_latent_under_laplace_or_gaussian_noise_is_collapsible():
+    laplace = NoiseArrays.of([pmdp.Laplace(epsilon=1.0)], [2])
+    discrete = NoiseArrays.of([pmdp.DiscreteLaplace(epsilon=1.0)], [2])
+    mean, covariance = np.zeros(2), np.eye(2)
+    approximation = kernel.SumsTarget(
+        np.zeros(2), laplace, np.eye(2), laws.NORMAL_APPROXIMATION, (mean, covariance)
+    )
+    assert kernel.collapsible(approximation)
+    assert not kernel.collapsible(approximation._replace(noise=discrete))
+    poisson = kernel.SumsTarget(
+        np.zeros(2), laplace, np.ones((1, 2)), laws.POISSON, (np.float64(1.0),)
+    )
+    assert not kernel.collapsible(poisson)
+
+
+def test_a_chain_starts_at_zero_without_records_and_at_the_release_for_released_totals():
+    """No records: a zero sum whatever the release; the normal approximation's totals (the
+    latent is the released totals themselves): the release."""
+    released = np.array([4.3, -2.0])
+    target = _approximation_target([0.5, -0.3], np.eye(2), released)
+    rng = np.random.default_rng(0)
+    np.testing.assert_array_equal(kernel.starting_latent(target, 8, rng), released)
+    np.testing.assert_array_equal(kernel.starting_latent(target, 0, rng), np.zeros(2))
+    counts = _target(laws.COUNTS, (np.log([0.2, 0.3, 0.5]),), [3.2, 4.5, 2.3], np.eye(3))
+    np.testing.assert_array_equal(kernel.starting_latent(counts, 0, rng), np.zeros(3))

@@ -722,3 +722,193 @@ def test_each_latent_total_is_shaped_like_its_own_release(histogram_first):
     assert posterior["z_total"].shape == (1, 10, 3) and posterior["a_total"].shape == (1, 10)
     # moved from the step's stats, not copied: no total is left in sample_stats
     assert not {"total_z", "total_a"} & set(idata["sample_stats"].data_vars)
+
+
+# -- the sums step's stats, scales and prior of n; predictive draws per posterior draw; the
+# -- accuracy figure over several statistics (a second hand audit) --------------------------------
+#: Table a's count noise has scale 0.5 (below one record), its two releases scales 1 and 4.
+A_COUNT_NOISE = pmdp.DiscreteLaplace(epsilon=2.0)
+A_ONES_NOISE, A_ZEROS_NOISE = pmdp.Laplace(epsilon=1.0), pmdp.Laplace(epsilon=0.25)
+A_PRIOR_RATE = 25.0
+
+
+@pytest.fixture(scope="module")
+def two_tables():
+    """Two unbounded tables of Bernoulli records sharing theta, at the sums level: ``a`` (a
+    Poisson(25) prior on n_a) releases its ones and its zeros under two mechanisms, ``b`` its
+    ones. Returns the model and its SumsStep."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n_a = pmdp.SampleSize(
+            "n_a", n_dp=30, mechanism=A_COUNT_NOISE, prior=pm.Poisson.dist(A_PRIOR_RATE)
+        )
+        x_a = pmdp.Records("x_a", pm.Bernoulli.dist(theta), n=n_a)
+        pmdp.PrivatizedSum("ones_a", x_a, A_ONES_NOISE, observed=10.3)
+        pmdp.PrivatizedSum("zeros_a", 1 - x_a, A_ZEROS_NOISE, observed=19.0)
+        n_b = pmdp.SampleSize("n_b", n_dp=40, mechanism=COUNT_NOISE)
+        x_b = pmdp.Records("x_b", pm.Bernoulli.dist(theta), n=n_b)
+        pmdp.PrivatizedSum("s_b", x_b, SUM_NOISE, observed=12.0)
+    step = pmdp.ReversibleJump(model=model, augment="sums").records_step
+    return model, step
+
+
+def _first_step(model, step, tune=False, seed=0):
+    """A fresh chain's first iteration of ``step`` at the model's initial point: its stats."""
+    step.start_chain(np.random.default_rng(seed))
+    step.tune = tune
+    _, (stats_,) = step.step(model.initial_point())
+    return stats_
+
+
+def test_each_latent_n_counts_in_the_n_moves_stat(two_tables):
+    model, step = two_tables
+    assert step.n_moves == 10
+    stats_ = _first_step(model, step)
+    assert stats_["n_moves"] == 20  # 10 moves of each of the two latent n
+    for rate in ("sums_accept_rate", "birth_accept_rate", "death_accept_rate"):
+        assert 0.0 <= stats_[rate] <= 1.0, rate
+
+
+def test_the_proposal_scales_start_at_the_widest_noise_and_at_least_one_record(two_tables):
+    """Table a's latent counts start moving at the scale of its widest release (4, not its
+    first's 1) and its n by at least one record (its count noise's scale is 0.5); table b's
+    (one release, count noise scale 2) at 2 and 2. Without tuning the stats report them."""
+    model, step = two_tables
+    stats_ = _first_step(model, step)
+    assert stats_["sums_scale"] == A_ZEROS_NOISE.scale == 4.0
+    assert stats_["n_scale"] == 1.0
+    assert step._scales == [[4.0, 1.0], [SUM_NOISE.scale, COUNT_NOISE.scale]]
+
+
+def test_the_scales_adapt_towards_the_target_acceptance_by_the_robbins_monro_rule(two_tables):
+    """``log scale += 2 (rate - 0.3) / (1 + tuned)^0.6`` per kind of move, the rate of the births
+    and deaths together; a kind with no proposals keeps its scale."""
+    from pymc_unbounded_dp.kernels.sums import SumsInfo
+
+    model, step = two_tables
+    _first_step(model, step)
+    step._scales = [[1.0, 1.0], [1.0, 1.0]]
+    step._tuned = 0
+    step._adapt(0, SumsInfo(10, 10, 1, 2, 2, 2))  # sums: all accepted; n: 3 of 4 accepted
+    np.testing.assert_allclose(step._scales[0], np.exp([2 * 0.7, 2 * (0.75 - 0.3)]), rtol=1e-12)
+    step._tuned = 3
+    step._adapt(1, SumsInfo(0, 4, 0, 0, 0, 0))  # no sum move accepted, no move of n proposed
+    np.testing.assert_allclose(step._scales[1], [np.exp(-0.6 / 4**0.6), 1.0], rtol=1e-12)
+
+
+def test_the_sums_kernels_target_carries_the_prior_of_n(two_tables):
+    """The kernel's target carries table a's Poisson(25) prior of n_a (table b's is flat)."""
+    model, step = two_tables
+    point = model.initial_point()
+    law_a, law_b = step.laws
+    values = np.array([0, 20, 25, 40])
+    log_prior = law_a.target(point).log_prior_n(values)
+    # PyMC keeps the rate of pm.Poisson.dist(25.0) in float32: agreement to ~1e-6
+    np.testing.assert_allclose(log_prior, stats.poisson.logpmf(values, A_PRIOR_RATE), rtol=1e-5)
+    assert law_b.target(point).log_prior_n is None
+
+
+def test_predictive_releases_follow_each_posterior_draw(two_tables):
+    """Posterior draws alternating theta = 0.1 / 0.9 and n_a = 10^6 / 10^8: each predictive
+    release is near its own draw's n theta (within 6 sd of the sum and the noise), the count
+    n_a_dp is n_a plus integer noise of the count's scale (0.5), and the same seed gives the
+    same draws."""
+    model, step = two_tables
+    law_a = step.laws[0]
+    size = 40
+    theta = np.tile([0.1, 0.9], size // 2)
+    n_a = np.tile([10**6, 10**8], size // 2).astype(np.int64)
+    draws = {"theta": theta, "n_a": n_a, "n_b": np.full(size, 40, dtype=np.int64)}
+    drawn = law_a.draw_releases(draws, np.random.default_rng(9))
+    again = law_a.draw_releases(draws, np.random.default_rng(9))
+    count_name = law_a.table.spec.sample_size.release_rv.name
+    assert set(drawn) == {"ones_a", "zeros_a", count_name}
+    for name in drawn:
+        np.testing.assert_array_equal(drawn[name], again[name])
+    for name, share, noise in (
+        ("ones_a", theta, A_ONES_NOISE),
+        ("zeros_a", 1 - theta, A_ZEROS_NOISE),
+    ):
+        spread = np.sqrt(n_a * share * (1 - share) + 2 * noise.scale**2)
+        assert np.all(np.abs(drawn[name] - n_a * share) < 6 * spread), name
+    count_noise = drawn[count_name] - n_a
+    np.testing.assert_array_equal(count_noise, np.round(count_noise))
+    assert np.all(np.abs(count_noise) <= 6)  # P(|noise| > 6) ~ 1e-5 at scale 0.5
+
+
+def test_a_plain_sum_released_twice_has_one_total_per_release():
+    """Poisson records whose plain sum is released under two mechanisms: the exact law's latent
+    sum is one number, and each release's total is that number."""
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.sums import table_law
+
+    with pm.Model() as model:
+        x = pmdp.Records("x", CLOSED_UNDER_SUMS["poisson"][0](), n=7)
+        pmdp.PrivatizedSum("a", x, SUM_NOISE, observed=3.0, check_sensitivity=False)
+        pmdp.PrivatizedSum("b", x, pmdp.Laplace(epsilon=1.0), observed=4.0, check_sensitivity=False)
+    law = table_law(compile_model(model).tables[0])
+    assert law.family.name == "Poisson"
+    np.testing.assert_array_equal(law.matrix, np.ones((1, 2)))
+    assert law.totals(np.array([5.0])) == {"a": 5.0, "b": 5.0}
+    drawn = law.draw_releases({"mu": np.full(3, 2.5)}, np.random.default_rng(1))
+    assert set(drawn) == {"a", "b"} and drawn["b"].shape == (3,)
+
+
+def test_the_berry_esseen_figure_is_the_largest_over_the_varying_statistics(monkeypatch):
+    """The figure from one record's moments (here given): ``BERRY_ESSEEN max_j rho_j / sd_j^3 /
+    sqrt(n)`` over the statistics that vary (a constant one, a count of records, is exact and
+    skipped), the largest not first; the moment rule's error times ``sqrt(n)``."""
+    from types import SimpleNamespace
+
+    import pymc_unbounded_dp.sums as sums_module
+    from pymc_unbounded_dp import laws
+
+    calls = {}
+    sd = np.array([3.0, 2.0, 0.0])
+    third = np.array([2.0 * 27.0, 5.0 * 8.0, 0.0])  # rho / sd^3 = 2 and 5
+
+    moments = object()  # what the moment function is built from
+
+    def record_moments(compiled, nodes, closed_form):
+        calls["moments"] = (compiled, nodes, closed_form)
+        return moments
+
+    def integration_error(compiled, values, nodes):
+        calls["error"] = (compiled, nodes)
+        return 3e-7, 0.0
+
+    monkeypatch.setattr(sums_module, "record_moments", record_moments)
+    monkeypatch.setattr(
+        sums_module,
+        "moment_function",
+        lambda m: (lambda *v: (np.zeros(3), np.diag(sd**2), third)) if m is moments else None,
+    )
+    monkeypatch.setattr(sums_module, "integration_error", integration_error)
+    law = SimpleNamespace(family=laws.NORMAL_APPROXIMATION, table="table")
+    accuracy = approximation_accuracy(law, [np.array(0.0)], 400)
+    assert accuracy.berry_esseen == pytest.approx(BERRY_ESSEEN * 5.0 / 20.0, rel=1e-12)
+    assert accuracy.integration_error == pytest.approx(3e-7 * 20.0, rel=1e-12)
+    assert not accuracy.exact and accuracy.n == 400 and accuracy.poor
+    # the third moment needs the rule (closed forms give none), at the approximation's nodes
+    assert calls == {"moments": ("table", 8, False), "error": ("table", 8)}
+    assert not approximation_accuracy(law, [np.array(0.0)], 10**6).poor  # 0.0024
+
+
+def test_a_finite_support_of_up_to_max_support_points_gets_the_counts_law(monkeypatch):
+    """The largest support the counts law takes has ``MAX_SUPPORT`` points (here 4: a
+    DiscreteUniform on 0..3); one more point is refused, naming the count."""
+    import pymc_unbounded_dp.sums as sums_module
+    from pymc_unbounded_dp._compile import compile_model
+
+    monkeypatch.setattr(sums_module, "MAX_SUPPORT", 4)
+
+    def law_of(top):
+        with pm.Model() as model:
+            pm.Beta("p", 1, 1)
+            x = pmdp.Records("x", pm.DiscreteUniform.dist(0, top), n=7)
+            pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0, sensitivity=top), observed=3.0)
+        return sums_module.table_law(compile_model(model).tables[0])
+
+    law = law_of(3)
+    assert law.family.counts and law.matrix[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert law_of(4) == "its support has 5 points, more than 4"
