@@ -77,6 +77,7 @@ __all__ = [
     "integration_error",
     "moment_function",
     "record_moments",
+    "varying_coordinates",
 ]
 
 #: Gauss--Legendre points per piece of an ancillary's range (Gauss--Hermite points: twice that).
@@ -438,7 +439,20 @@ def integration_error(
         moment_function(record_moments(compiled, q, closed_form)) for q in (nodes, nodes + 2)
     )
     (m0, c0, _), (m1, c1, _) = coarse(*values), fine(*values)
-    sd = np.sqrt(np.diag(c1))
-    mean_error = float(np.max(np.abs(m0 - m1) / sd))
-    covariance_error = float(np.max(np.abs(c0 - c1)) / np.max(np.abs(c1)))
+    sd = np.sqrt(np.maximum(np.diag(c1), 0.0))
+    varying = varying_coordinates(sd)
+    if not varying.any():
+        return 0.0, 0.0
+    mean_error = float(np.max(np.abs(m0 - m1)[varying] / sd[varying]))
+    block = np.ix_(varying, varying)
+    covariance_error = float(np.max(np.abs(c0[block] - c1[block])) / np.max(np.abs(c1[block])))
     return mean_error, covariance_error
+
+
+def varying_coordinates(sd: np.ndarray) -> np.ndarray:
+    """Which coordinates of a statistic vary, given their standard deviations ``sd``: those above
+    1e-6 of the largest. A constant coordinate (a count of records, ``ones_like(x)``) is exact
+    under any rule; its computed spread is rounding, ~1e-16 of its value, and dividing by it would
+    report that rounding as an error of about one standard deviation."""
+    scale = max(float(np.max(sd, initial=0.0)), 1e-300)
+    return sd > 1e-6 * scale

@@ -46,7 +46,12 @@ from pymc_unbounded_dp._pymc_bridge import PackageStep
 from pymc_unbounded_dp._registry import TableSpec
 from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.kernels import sums as sums_kernel
-from pymc_unbounded_dp.moments import integration_error, moment_function, record_moments
+from pymc_unbounded_dp.moments import (
+    integration_error,
+    moment_function,
+    record_moments,
+    varying_coordinates,
+)
 
 __all__ = [
     "AUGMENT_LEVELS",
@@ -325,8 +330,7 @@ def approximation_accuracy(law: TableLaw, values: list, n: int) -> Accuracy:
         raise ValueError(f"table {compiled.spec.label!r}: {moments}")
     _, covariance, third = moment_function(moments)(*values)
     sd = np.sqrt(np.maximum(np.diag(covariance), 0.0))
-    scale = max(float(np.max(sd)), 1e-300)
-    varying = sd > 1e-6 * scale  # a constant statistic (a count of records) is exact
+    varying = varying_coordinates(sd)  # a constant statistic (a count of records) is exact
     ratio = third[varying] / sd[varying] ** 3
     bound = BERRY_ESSEEN * float(np.max(ratio, initial=0.0)) / math.sqrt(max(int(n), 1))
     mean_error, _ = integration_error(compiled, values, nodes=APPROXIMATION_NODES)

@@ -1,6 +1,8 @@
 """The moments of one record's statistic vector (:mod:`pymc_unbounded_dp.moments`), the building
 block of the sums level's normal approximation, against exact integrals and Monte Carlo."""
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
@@ -190,6 +192,18 @@ def test_a_kink_of_abs_is_cut_and_the_error_is_the_worst_coordinates():
     both = _normal_table(lambda x: pt.stack([pt.sqrt(pt.abs(x)), x], axis=1), 2)
     alone = integration_error(root, values)[0]
     assert alone > 1e-4 and integration_error(both, values)[0] == pytest.approx(alone, rel=1e-9)
+
+
+def test_a_constant_statistic_has_no_integration_error():
+    """A count of records released beside a root (a coordinate of standard deviation 0, exact at
+    any rule): the error is the root's alone, with no division by its zero spread."""
+    values = [np.float64(0.4), np.float64(1.0)]
+    root = _normal_table(lambda x: pt.sqrt(pt.abs(x))[:, None], 1)
+    counted = _normal_table(lambda x: pt.stack([pt.sqrt(pt.abs(x)), pt.ones_like(x)], axis=1), 2)
+    alone = integration_error(root, values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert integration_error(counted, values) == pytest.approx(alone, rel=1e-9)
 
 
 def _assert_closed_form_is_exact(statistic, by_hand, atol: float, rtol: float) -> None:
