@@ -9,8 +9,9 @@ behaviour of each, so that a PyMC upgrade that changes one fails there first:
 * PyMC's list of step methods (:func:`register_step_method`, :func:`step_methods`,
   :func:`step_method_names`);
 * the model's log density without some of its terms for the steps built inside the augmentation
-  step (:func:`logp_restricted_to`), and the compile options of the gradient steps built there
-  (:func:`gradient_step_options`);
+  step (:func:`logp_restricted_to`), the compile options of the gradient steps built there
+  (:func:`gradient_step_options`), and their compiled targets, which a refit reuses (PyMC keeps
+  them in ``_logp_dlogp_func``; :func:`instantiate_steps`);
 * what differs between PyMC 5 and 6: the per-chain hook (``set_rng`` against ``setup_chain``,
   handled by :class:`PackageStep`) and ``pm.sample``'s old keyword ``start``
   (:data:`LEGACY_SAMPLE_KEYWORDS`);
