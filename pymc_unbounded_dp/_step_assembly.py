@@ -145,7 +145,7 @@ def parameter_steps(
         steps = []
         if provided or selected:
             # at the sums level the target reads this fit's latent sums: compiled afresh
-            reuse = compiled.memo.setdefault("gradient steps", {}) if table_laws is None else None
+            reuse = compiled.memoised("gradient steps", dict) if table_laws is None else None
             steps = instantiate_steps(model, provided, selected, step_kwargs, reuse)
         if independent:
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})

@@ -230,9 +230,9 @@ class Interweave(ParameterMove):
         self.noncentred: NonCentredModel | None = None
         if method != "full-refresh":
             key = ("noncentred", names)
-            if key not in compiled.memo:
-                compiled.memo[key] = build_noncentred(model, compiled.blocks, names)
-            self.noncentred = compiled.memo[key]
+            self.noncentred = compiled.memoised(
+                key, lambda: build_noncentred(model, compiled.blocks, names)
+            )
         if method == "noncentred" and self.noncentred is None:
             missing = [
                 k for k, form in describe_forms(model, compiled.blocks).items() if form is None
@@ -376,9 +376,7 @@ class Interweave(ParameterMove):
             return None
         layout = _flat_layout(point, self._names)
         key = ("numba", tuple((name, *place[:3]) for name, place in layout.items()))
-        if key not in self.compiled.memo:
-            self.compiled.memo[key] = self.noncentred.flat_log_target(layout)
-        target = self.compiled.memo[key]
+        target = self.compiled.memoised(key, lambda: self.noncentred.flat_log_target(layout))
         if target is None and self.backend == "numba":
             raise ValueError(
                 "Interweave: backend='numba', but an op of this model's non-centred target has "

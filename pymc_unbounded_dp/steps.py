@@ -416,11 +416,11 @@ class DataAugmentation(CompoundStep):
         )
         self._log_density = None
         if self._parameter_lp_slot is None and table_laws is not None:
-            self._log_density = ModelLogDensity(compiled, leaf)
-        elif self._parameter_lp_slot is None:  # it reads the records' containers: kept for reuse
-            self._log_density = compiled.memo.get("model log density")
-            if self._log_density is None:
-                self._log_density = compiled.memo["model log density"] = ModelLogDensity(compiled)
+            self._log_density = ModelLogDensity(compiled, leaf)  # reads this fit's latent sums
+        elif self._parameter_lp_slot is None:  # reads the records' containers: reused by refits
+            self._log_density = compiled.memoised(
+                "model log density", lambda: ModelLogDensity(compiled)
+            )
         self._records_slot = next(
             (i for i, d in enumerate(self.stats_dtypes) if "records" in d), None
         )
