@@ -198,8 +198,8 @@ def init(target: SumsTarget, n: int, latent: np.ndarray) -> SumsState:
 def starting_latent(target: SumsTarget, n: int, rng: np.random.Generator) -> np.ndarray:
     """A latent sum of ``n`` records close to the release: a chain's first state.
 
-    Continuous or integer sums: the released value (of the first coordinate), moved into the
-    support (and rounded); counts: the non-negative least-squares fit of the released totals,
+    Continuous or integer sums: the mean of the released coordinates (each releases the latent
+    sum), moved into the support (and rounded); counts: the non-negative least-squares fit of the released totals,
     rounded to counts that add up to ``n`` (a fresh draw from the law when the release says
     nothing about the counts). Any start is valid; a close one saves burn-in.
     """

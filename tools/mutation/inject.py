@@ -4,7 +4,8 @@
 
 The JSON file lists bugs as objects with ``name``, ``path`` (in the package), ``old`` (text that
 occurs exactly once in the file), ``new`` and ``tests`` (test files). Each bug is applied to a
-scratch copy of the checkout (``git worktree``-free: HEAD's files copied to a temporary folder),
+scratch copy of the checkout (``git worktree``-free: the working tree's files, uncommitted edits
+included, copied to a temporary folder),
 the tests run with ``-x`` against that copy (``PYTHONPATH``), and the file is restored. Prints
 CAUGHT (with the first failing test, or a run past ``TIMEOUT``) or SURVIVED per bug; exits 1 if
 any survived.
