@@ -1,6 +1,7 @@
 """The study runner: workloads, seeds, the store, Dask (local cluster, 1 vs 2 workers, a separate
 scheduler), and interruption (SIGINT and SIGKILL while fits sample) without losing or faking fits."""
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -11,17 +12,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp.examples.study import (
     QUICK,
+    Fit,
     FitStore,
     MLEStudy,
     RegressionStudy,
     SettingsMismatch,
     TruncatedFit,
+    Workload,
     fit_seed,
     make_study,
 )
@@ -885,3 +889,346 @@ def test_atus_tables_and_its_data_simulated_or_packaged(monkeypatch):
         options = study.sample_options(study.model(release, fit), release, fit)
         assert isinstance(options["step"], ConjugateGibbs)
         assert ("n_moves" in options) == (not fit.bounded)
+
+
+# -- a hand audit (issue 32): seeds per fit, noise per replicate, the data behind a record, what a
+# setting changes, and the report's counts (tools/mutation/audits/2026-12-06-study.json) ----------
+
+
+def _atus_study(**options):
+    from pymc_unbounded_dp.examples.study import AtusStudy
+
+    values = {"epsilon_s": (1.0,), "epsilon_n": (), "replicates": 1, "draws": 6, "tune": 2,
+              "chains": 1, "data": "simulated", **options}  # fmt: skip
+    return AtusStudy(**values)
+
+
+def _run_atus_with_fake_sample(study, monkeypatch):
+    """:func:`_run_with_fake_sample` without building the Gibbs step the fake sampler would not
+    use (its compilation is most of a fit's set-up)."""
+    from pymc_unbounded_dp.examples import atus
+
+    monkeypatch.setattr(atus, "atus_gibbs_step", lambda model: None)
+    return _run_with_fake_sample(study, monkeypatch, {"alpha": (3,)})
+
+
+def test_every_fit_samples_with_its_own_seed_also_fits_that_differ_only_in_epsilon_n(
+    monkeypatch,
+):
+    """Two unbounded fits of one data set and one release of the statistics, told apart only by
+    ``epsilon_n``: their chains must not be the same random numbers."""
+    study = _atus_study(epsilon_n=(0.5, 2.0))
+    runs = _run_atus_with_fake_sample(study, monkeypatch)
+    assert [fit.epsilon_n for fit, *_ in runs] == [None, 0.5, 2.0]
+    seeds = [seed for *_, seed in runs]
+    assert len(set(seeds)) == 3, seeds
+
+
+def test_a_trace_with_fewer_chains_than_asked_is_refused(monkeypatch):
+    """A chain lost on the way (one of two returned, every draw there) is no result either."""
+    from pymc_unbounded_dp.examples import atus
+
+    study = _atus_study(chains=2)
+    monkeypatch.setattr(atus, "atus_gibbs_step", lambda model: None)
+
+    def one_chain_short(*args, **kwargs):
+        return _fake_idata(kwargs["chains"] - 1, kwargs["draws"], {"alpha": (3,)})
+
+    monkeypatch.setattr(pmdp.sampling, "sample", one_chain_short)
+    with pytest.raises(TruncatedFit, match="1 chains x 6 draws, not the 2 x 6"):
+        study.run(study.fits()[0])
+
+
+def test_an_atus_study_of_a_data_folder_fits_that_folders_data(tmp_path, monkeypatch):
+    """``data=<folder>``: the fits are of the survey in that folder (female.csv, then male.csv),
+    not of the packaged one, and the record's count is that folder's."""
+    import numpy as np
+    import pandas as pd
+
+    from pymc_unbounded_dp.examples import atus
+
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    shares = {
+        "female.csv": [[0.5, 0.2, 0.3], [0.4, 0.1, 0.5]],
+        "male.csv": [[0.6, 0.1, 0.3], [0.2, 0.2, 0.6], [0.3, 0.3, 0.4]],
+    }
+    for name, rows in shares.items():
+        pd.DataFrame(rows, columns=list(atus.COLUMNS)).to_csv(tmp_path / name)
+    study = _atus_study(data=str(tmp_path), epsilon_s=(NOISELESS,), epsilon_n=(0.5,))
+    data = study.simulate(0)
+    np.testing.assert_array_equal(data.x, shares["female.csv"] + shares["male.csv"])
+    assert not data.simulated and study.truth(data) == {}
+    exact = atus.atus_statistics(data.x).tolist()
+    for fit, record, _, _ in _run_atus_with_fake_sample(study, monkeypatch):
+        assert record["n_true"] == 5 and record["settings"]["data"] == str(tmp_path.resolve()), (
+            fit.key
+        )
+        # at a noiseless epsilon_s the released sums are those of these 5 records
+        np.testing.assert_allclose(record["released"], exact, rtol=0, atol=1e-5)
+
+
+def test_an_atus_study_records_the_data_folder_it_took_from_the_environment(tmp_path, monkeypatch):
+    """``data=None`` with ``$PMDP_ATUS_DIR`` set fits that folder's survey, so the study's settings
+    (stored with every fit, compared on resume) name that folder, not ``None``: a study folder
+    made with the variable set is not resumed on the packaged data, or the reverse."""
+    import pandas as pd
+
+    from pymc_unbounded_dp.examples import atus
+
+    rows = [[0.5, 0.2, 0.3], [0.4, 0.1, 0.5]]
+    for name in atus.ATUS_FILES:
+        pd.DataFrame(rows, columns=list(atus.COLUMNS)).to_csv(tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(atus.ATUS_ENV, ".")  # relative: recorded as the absolute folder
+    from_environment = _atus_study(data=None, epsilon_s=(1.0,), epsilon_n=(0.5,))
+    assert from_environment.settings()["data"] == str(tmp_path.resolve())
+    assert from_environment.simulate(0).n == 4
+    monkeypatch.delenv(atus.ATUS_ENV)
+    packaged = _atus_study(data=None, epsilon_s=(1.0,), epsilon_n=(0.5,))
+    assert packaged.settings()["data"] is None and packaged.simulate(0).n == 6656
+    assert from_environment.settings() != packaged.settings()
+
+
+def test_mle_fits_of_a_data_set_share_the_statistics_noise_but_not_the_sampler_seed(monkeypatch):
+    """Common random numbers: every ``epsilon_n`` of a data set (``inf`` too) fits the same noisy
+    statistics; each fit still has its own MCEM seed, also two unbounded fits."""
+    study = MLEStudy(epsilon_s=1.0, epsilon_n=(0.5, 2.0, math.inf), replicates=1, n=200)
+    runs = _run_mle_with_fake_mcem(study, monkeypatch)
+    released = [record["released"] for _, record, _ in runs]
+    assert released[0] == released[1] == released[2]
+    seeds = [seed for *_, seed in runs]
+    assert len(set(seeds)) == 3, seeds
+
+
+def test_mle_count_noise_is_fresh_per_replicate_and_scaled_by_epsilon_n(monkeypatch):
+    """Every data set has ``n = 200`` records: the released counts differ across replicates only
+    by their noise, which must be drawn anew per replicate and have the scale of ``epsilon_n``
+    (0.01: about 100), whatever the statistics' budget (here noiseless)."""
+    study = MLEStudy(epsilon_s=NOISELESS, epsilon_n=(0.01,), replicates=2, n=200)
+    runs = _run_mle_with_fake_mcem(study, monkeypatch)
+    noise = [record["n_dp"] - record["n"] for _, record, _ in runs]
+    assert all(record["n"] == 200 for _, record, _ in runs)
+    assert noise[0] != noise[1], noise
+    assert all(n != 0 for n in noise) and max(abs(n) for n in noise) > 10, noise
+
+
+def _run_mle_with_fake_mcem(study, monkeypatch):
+    """``(fit, record, MCEM seed)`` per fit, ``mcem`` replaced by a fake."""
+    from types import SimpleNamespace
+
+    from pymc_unbounded_dp.examples import regression
+    from pymc_unbounded_dp.mcem import Convergence
+
+    seeds = {}
+
+    def fake_mcem(model, random_seed=None, **options):
+        seeds["last"], seeds["model"] = random_seed, model
+        value = {"beta": [0.0, 0.0, 0.0], "tau": 1.0, "mu": [0.0, 0.0]}
+        return SimpleNamespace(
+            estimate=value, standard_error=value, mc_error=value,
+            converged=Convergence("interior"), boundary=None, method="em",
+            missing_information=0.5, reason="fake",
+        )  # fmt: skip
+
+    monkeypatch.setattr(sys.modules["pymc_unbounded_dp.mcem"], "mcem", fake_mcem)
+    # the model's compilation is most of a fit's set-up; MCEM gets the release it was built from
+    monkeypatch.setattr(regression, "regression_model", lambda release, bounded: release)
+    runs = []
+    for fit in study.fits():
+        record = study.run(fit)
+        release = seeds.pop("model")
+        assert record["released"] == release.values.tolist(), fit.key  # the data it fitted
+        assert record["n_dp"] == (None if fit.bounded else release.n_dp), fit.key
+        assert record["n"] == release.n, fit.key
+        runs.append((fit, record, seeds.pop("last")))
+    return runs
+
+
+def test_a_store_refuses_a_resume_with_any_option_that_changes_a_fit(tmp_path, monkeypatch):
+    """The seed, chain lengths, interval, records, sampler, data, the MLE's budget and options:
+    each changes what a fit computes, so a folder made with another value is refused, naming the
+    option; the grid's options (replicates, budgets' grids) only choose which fits exist."""
+    from pymc_unbounded_dp.examples import atus
+
+    monkeypatch.delenv(atus.ATUS_ENV, raising=False)
+    cases = [
+        (RegressionStudy(replicates=1),
+         {"seed": 1, "draws": 7, "tune": 9, "chains": 3, "prob": 0.9, "n": 300,
+          "sampler": "nuts"},
+         {"replicates": 3, "epsilon_s": (2.0,), "epsilon_n": (0.5,)}),
+        (_atus_study(), {"seed": 1, "draws": 7, "data": None}, {"replicates": 2}),
+        (MLEStudy(replicates=1),
+         {"seed": 1, "n": 300, "epsilon_s": 0.5, "mcem_options": (("replicates", 20),)},
+         {"replicates": 3, "epsilon_n": (0.5,)}),
+    ]  # fmt: skip
+    for study, settings, grid in cases:
+        for option, value in {**settings, **grid}.items():
+            store = FitStore(tmp_path / f"{study.name}-{option}")
+            store.claim(study.name, study.settings())
+            other = dataclasses.replace(study, **{option: value})
+            if option in grid:
+                store.claim(other.name, other.settings())  # a resume, larger or smaller grid
+                continue
+            with pytest.raises(SettingsMismatch, match=f"{option}="):
+                store.claim(other.name, other.settings())
+
+
+def _posterior_records(study, chains: int, diagnostics: dict) -> list[dict]:
+    """Records of every fit of ``study`` (parameters ``beta[0..2], tau`` and ``n``), each with
+    ``diagnostics[(fit, label)]`` overriding ``r_hat 1.001, ess_bulk 1500``."""
+    records = []
+    for fit in study.fits():
+        posterior = {
+            label: {"mean": 0.0, "sd": 1.0, "lower": -1.0, "upper": 1.0, "true": 0.0,
+                    "ess_bulk": 1500.0, "r_hat": 1.001, **diagnostics.get((fit, label), {})}
+            for label in ("beta[0]", "beta[1]", "beta[2]", "tau", "n")
+        }  # fmt: skip
+        records.append(
+            {"key": fit.key, "fit": dataclasses.asdict(fit), "posterior": posterior,
+             "draws": [chains, 1000], "seconds": 1.0}
+        )  # fmt: skip
+    return records
+
+
+def _convergence_note(study, records) -> str:
+    """The report's convergence section and its marked diagnostics table (no figure drawn)."""
+    from pymc_unbounded_dp.examples.study import reporting
+
+    per_fit = study.per_fit(records)
+    flagged = reporting._flagged(per_fit)
+    table = reporting._marked(study.tables(records)["sampling diagnostics"], flagged)
+    return "\n".join(reporting._convergence_note(study, per_fit, flagged)), reporting.markdown(
+        table
+    )
+
+
+def test_the_report_asks_a_bulk_ess_of_100_per_chain_of_the_fits_own_chains():
+    """Four chains: a bulk ESS of 300 is short (below 400) and flagged; two chains: it passes."""
+    study = make_study("regression", quick=True)
+    fit = next(f for f in study.fits() if f.epsilon_n == 0.5)
+    flagged = {(fit, "n"): {"ess_bulk": 300.0}}
+    note, table = _convergence_note(study, _posterior_records(study, 4, flagged))
+    assert "300 !" in table and "in 1 of 4 fits" in note and "bulk ESS 300)" in note, note
+    note, table = _convergence_note(study, _posterior_records(study, 2, flagged))
+    assert note == "" and " !" not in table
+
+
+def test_the_convergence_note_counts_fits_not_grid_points_and_names_the_worst():
+    """Two replicates, one fit flagged in each at the same grid point: 2 of 8 fits, and the worst
+    named is the one with the larger R-hat (replicate 1's 1.3, not replicate 0's 1.05)."""
+    study = make_study("regression", quick=True, replicates=2)
+    first, second = (f for f in study.fits() if f.epsilon_n == 0.5)
+    flagged = {(first, "n"): {"r_hat": 1.05}, (second, "n"): {"r_hat": 1.3}}
+    note, table = _convergence_note(study, _posterior_records(study, 2, flagged))
+    assert "in 2 of 8 fits" in note, note
+    assert "epsilon_n 0.5, replicate 1: R-hat 1.3)" in note, note
+    assert "1.175 !" in table  # the grid point's mean R-hat of n, marked
+
+
+def test_atus_sd_table_averages_the_posterior_sds_over_replicates():
+    """The SD table holds the fits' posterior SDs (averaged over replicates), the means table
+    their means: two different numbers per fit here."""
+    study = _atus_study(epsilon_n=(0.5,), replicates=2)
+    records = []
+    for fit in study.fits():
+        labels = ["alpha[0]", "alpha[1]", "alpha[2]", *([] if fit.bounded else ["n"])]
+        posterior = {
+            label: {"mean": 10.0 + fit.replicate, "sd": 1.0 + 2 * fit.replicate,
+                    "lower": 0.0, "upper": 20.0, "true": None, "ess_bulk": 900.0, "r_hat": 1.0}
+            for label in labels
+        }  # fmt: skip
+        records.append(
+            {"key": fit.key, "fit": dataclasses.asdict(fit), "posterior": posterior,
+             "draws": [1, 6], "seconds": 1.0}
+        )  # fmt: skip
+    tables = study.tables(records)
+    sds = tables["posterior SDs (averaged over replicates)"]
+    means = tables["posterior means (averaged over replicates)"]
+    assert (sds[["alpha[0]", "alpha[1]", "alpha[2]"]] == 2.0).all().all()  # (1 + 3) / 2
+    assert (means[["alpha[0]", "alpha[1]", "alpha[2]"]] == 10.5).all().all()
+    assert list(sds["n"].isna()) == [True, False] and sds["n"].iloc[1] == 2.0
+
+
+def test_coverage_tables_count_replicates_and_list_the_largest_epsilon_s_first():
+    """Two parameters and three replicates per grid point: ``reps`` is 3, not the 6 rows; rows go
+    by ``epsilon_s`` from the largest, bounded before unbounded, ``epsilon_n`` upwards."""
+    import pandas as pd
+
+    from pymc_unbounded_dp.examples.study.reporting import coverage_table, mean_table
+
+    rows = [
+        {"parameter": name, "covered": True, "width": 1.0, "mean": 0.0, "epsilon_s": eps_s,
+         "epsilon_n": eps_n, "variant": "bounded" if eps_n is None else "unbounded",
+         "replicate": r}
+        for eps_s in (1.0, 10.0)
+        for eps_n in (0.5, None, 0.1)
+        for name in ("beta[0]", "tau")
+        for r in range(3)
+    ]  # fmt: skip
+    per_fit = pd.DataFrame(rows)
+    grid = [["10", "bounded", "-"], ["10", "unbounded", "0.1"], ["10", "unbounded", "0.5"],
+            ["1", "bounded", "-"], ["1", "unbounded", "0.1"], ["1", "unbounded", "0.5"]]  # fmt: skip
+    for stat in ("coverage", "width"):
+        table = coverage_table(per_fit, ["beta[0]", "tau"], stat)
+        assert list(table["reps"]) == [3] * 6, stat
+        assert table[["epsilon_s", "variant", "epsilon_n"]].to_numpy().tolist() == grid, stat
+    table = mean_table(per_fit, ["beta[0]", "tau"], "mean")
+    assert table[["epsilon_s", "variant", "epsilon_n"]].to_numpy().tolist() == grid
+
+
+@dataclasses.dataclass(frozen=True)
+class _Echo(Workload):
+    """A workload whose fits return at once, and replicate ``failing`` raises."""
+
+    name: ClassVar[str] = "echo"
+    grid_fields: ClassVar[tuple[str, ...]] = ("replicates",)
+    failing: ClassVar[int] = 1
+    replicates: int = 3
+
+    def fits(self):
+        return [Fit("echo", "bounded", 1.0, None, r) for r in range(self.replicates)]
+
+    def run(self, fit):
+        if fit.replicate == self.failing:
+            raise ValueError(f"replicate {fit.replicate} failed")
+        return {"key": fit.key, "replicate": fit.replicate, "seconds": 0.0}
+
+    def tables(self, records):
+        return {}
+
+
+def test_a_failed_fit_is_reported_by_its_key_not_stored_and_retried_by_a_rerun(
+    tmp_path, monkeypatch, caplog
+):
+    """The other fits are stored and counted; the failure names the fit; a rerun runs only it."""
+    import logging
+
+    caplog.set_level(logging.CRITICAL, logger="distributed.worker")  # the failure, logged
+    from distributed import Client, LocalCluster
+
+    from pymc_unbounded_dp.examples.study import StudyFailed, running
+
+    @contextlib.contextmanager
+    def in_process(scheduler=None, workers=None):
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0")
+            as cluster,
+            Client(cluster) as client,
+        ):  # fmt: skip
+            yield client
+
+    monkeypatch.setattr(running, "study_client", in_process)
+    study, store, log = _Echo(), FitStore(tmp_path), []
+    keys = [fit.key for fit in study.fits()]
+    with pytest.raises(StudyFailed) as failed:
+        running.run_study(study, store, progressbar=False, log=log.append)
+    assert failed.value.errors == {keys[1]: "ValueError: replicate 1 failed"}
+    assert store.done() == {keys[0], keys[2]}
+    assert log[0] == f"echo: 3 fits, 0 already in {store.fits}, 3 to run"
+    assert re.fullmatch(r"2 fits in [\d.]+ min", log[-1]), log
+    monkeypatch.setattr(_Echo, "failing", -1)
+    log.clear()
+    done = running.run_study(study, store, progressbar=False, log=log.append)
+    assert [record["key"] for record in done] == keys
+    assert log[0] == f"echo: 3 fits, 2 already in {store.fits}, 1 to run"
+    assert re.fullmatch(r"1 fits in [\d.]+ min", log[-1]), log

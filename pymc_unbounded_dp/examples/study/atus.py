@@ -42,7 +42,9 @@ class AtusStudy(PosteriorWorkload):
     data : str, optional
         A folder holding ``female.csv`` and ``male.csv``; ``None``: ``$PMDP_ATUS_DIR`` if set,
         else the packaged survey data; ``"simulated"``: the simulated stand-in (its ``alpha`` is
-        then the truth the intervals are checked against).
+        then the truth the intervals are checked against). A folder, given or from the
+        environment, is kept as its absolute path, which the study's settings (and so every
+        stored fit) record: a study resumed on other data is refused.
     """
 
     name: ClassVar[str] = "atus"
@@ -59,9 +61,11 @@ class AtusStudy(PosteriorWorkload):
         super().__post_init__()
         if self.data != "simulated":  # a folder given, or $PMDP_ATUS_DIR: checked now, read later
             try:
-                atus.resolve_atus_dir(self.data)
+                folder = atus.resolve_atus_dir(self.data)
             except FileNotFoundError as error:
                 raise ValueError(f"data: {error}") from None
+            if folder is not None:  # recorded, so that a fit's settings name the data it fitted
+                object.__setattr__(self, "data", str(folder.resolve()))
 
     @cached_property
     def _data(self) -> atus.AtusData:
