@@ -561,3 +561,107 @@ def test_chunked_evaluation_gives_the_same_fit(normal_model, normal_fit, monkeyp
     np.testing.assert_allclose(
         chunked.standard_error["mu"], normal_fit.standard_error["mu"], rtol=1e-6
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# the start of a run, what a run prints and warns
+# --------------------------------------------------------------------------------------------------
+def _options(**changes):
+    from pymc_unbounded_dp.mcem.options import validated_options
+
+    defaults = dict(
+        initial_samples=10, growth=1.25, min_samples=100, max_samples=5000, max_iterations=60,
+        tol=0.05, patience=3, thin=1, tune=100, n_moves=None, switch_rate=0.9, replicates=100,
+        batches=4, max_replicates=3200,
+    )  # fmt: skip
+    return validated_options(**{**defaults, **changes})
+
+
+def _objective(model):
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.mcem.objective import complete_data_loglik
+
+    return complete_data_loglik(compile_model(model), include_prior=False)
+
+
+def test_a_new_run_tunes_the_chain_for_tune_sweeps_at_the_initial_point(bounded_model, monkeypatch):
+    from pymc_unbounded_dp import kernels
+    from pymc_unbounded_dp.mcem.start import start
+
+    made = []
+    sweep = kernels.sweep
+
+    def counted(target, state, rng, n_moves):
+        made.append(n_moves)
+        return sweep(target, state, rng, n_moves)
+
+    monkeypatch.setattr(kernels, "sweep", counted)
+    objective = _objective(bounded_model)
+    for tune in (0, 1, 5):
+        made.clear()
+        begun = start(objective, _options(tune=tune), np.random.default_rng(0), None)
+        assert len(made) == tune and set(made) <= {0}  # bounded DP: no birth/death moves
+        assert begun.n_samples == 10 and begun.previous is None
+        np.testing.assert_allclose(begun.unconstrained, [0.0])  # theta = 1/2, log-odds 0
+        assert begun.records.n == N_BOUNDED
+
+
+def test_a_fit_of_a_transformed_parameter_continues_from_its_state(bounded_model, bounded_fit):
+    """theta's value variable is ``theta_logodds__``: the result's names are the unconstrained
+    ones; a result for other parameters is refused."""
+    from pymc_unbounded_dp.mcem.start import start
+
+    objective = _objective(bounded_model)
+    state = bounded_fit.state
+    assert state.parameter_names == ("theta_logodds__",)
+    begun = start(objective, _options(), np.random.default_rng(0), bounded_fit)
+    np.testing.assert_array_equal(begun.unconstrained, state.unconstrained)
+    assert begun.unconstrained is not state.unconstrained
+    assert begun.n_samples == state.n_samples and begun.previous is bounded_fit.history
+    np.testing.assert_array_equal(begun.records.records[0], state.records.records[0])
+    other = dataclasses.replace(
+        bounded_fit, state=dataclasses.replace(state, parameter_names=("mu",))
+    )
+    with pytest.raises(ValueError, match="is a result for a model with parameters"):
+        start(objective, _options(), np.random.default_rng(0), other)
+
+
+def test_print_shows_the_simulated_loglik_only_when_there_is_one(bounded_fit):
+    assert "loglik" not in repr(bounded_fit)  # EM: NaN, not shown
+    simulated = dataclasses.replace(bounded_fit, method="simulated", loglik=-12.25)
+    header = repr(simulated).splitlines()[0]
+    assert header.startswith("MCEMResult(method='simulated'") and header.endswith(
+        ", loglik=-12.25)"
+    )
+
+
+def test_a_boundary_describes_each_profile_value_with_its_loglik_and_error():
+    from pymc_unbounded_dp.mcem import Boundary
+
+    boundary = Boundary(
+        "sigma", "lower", 0.0, np.array([1.0, 0.5]), np.array([-3.0, -2.5]), np.array([0.01, 0.2])
+    )
+    assert boundary.describe() == (
+        "the likelihood increases as sigma -> 0 (lower boundary); profile log-likelihood "
+        "(value: log L ± Monte Carlo error) 1: -3.000 ± 0.010, 0.5: -2.500 ± 0.200"
+    )
+
+
+def test_progressbar_false_prints_nothing_and_true_shows_the_iterations(bounded_model, capsys):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # one iteration: no convergence
+        mcem(bounded_model, random_seed=1, max_iterations=1, tune=0, progressbar=False)
+        assert capsys.readouterr().err == ""
+        mcem(bounded_model, random_seed=1, max_iterations=1, tune=0, progressbar=True)
+    assert "MCEM" in capsys.readouterr().err
+
+
+def test_the_not_converged_warning_points_at_the_callers_line(bounded_model):
+    import inspect
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mcem(bounded_model, random_seed=1, max_iterations=1, tune=0, progressbar=False)
+        line = inspect.currentframe().f_lineno - 1
+    hits = [(w.filename, w.lineno) for w in caught if "did not converge" in str(w.message)]
+    assert hits == [(__file__, line)]

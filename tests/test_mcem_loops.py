@@ -249,3 +249,126 @@ def test_the_stopping_distance_and_monte_carlo_error_are_in_observed_standard_er
     distance, error = stopping_statistics(info, np.array([0.1]))
     assert distance == pytest.approx(0.4, rel=1e-12)
     assert error == pytest.approx(np.sqrt(mean_variance(scores)[0, 0]) / 4.0, rel=1e-12)
+
+
+def _direct_mean_variance(rows):
+    """``mean_variance`` written out: lag sums, Geyer's pairs up to the first non-positive one,
+    made monotone, and ``V_jk = C_jk sqrt(tau_j tau_k) / M``."""
+    count = rows.shape[0]
+    centred = rows - rows.mean(axis=0)
+    taus = []
+    for column in centred.T:
+        gamma = np.array([column[: count - t] @ column[t:] / count for t in range(count)])
+        rho, total, smallest = gamma / gamma[0], 0.0, np.inf
+        for m in range(count // 2):
+            pair = rho[2 * m] + rho[2 * m + 1]
+            if pair <= 0:
+                break
+            smallest = min(smallest, pair)
+            total += smallest
+        taus.append(max(1.0, -1.0 + 2.0 * total))
+    taus = np.array(taus)
+    return (centred.T @ centred / count) * np.sqrt(np.outer(taus, taus)) / count, taus
+
+
+def test_mean_variance_scales_each_columns_covariance_by_its_own_autocorrelation_time():
+    """Two correlated AR(1) columns (phi 0.8 and 0.3) with means 5 and -3, 256 rows (a power of
+    two: a transform of length M would wrap the lags around): the Monte Carlo covariance of the
+    mean against lag sums written out."""
+    rng = np.random.default_rng(11)
+    noise = rng.normal(size=(256, 2)) @ np.array([[1.0, 0.6], [0.0, 0.8]])
+    rows = np.empty_like(noise)
+    rows[0] = noise[0]
+    for i in range(1, 256):
+        rows[i] = np.array([0.8, 0.3]) * rows[i - 1] + noise[i]
+    rows += np.array([5.0, -3.0])
+    expected, taus = _direct_mean_variance(rows)
+    assert taus[0] > 4.0 and 1.0 < taus[1] < 2.5  # the two columns mix differently
+    np.testing.assert_allclose(mean_variance(rows), expected, rtol=1e-10)
+
+
+def test_the_autocorrelation_time_stops_at_the_first_non_positive_pair_and_never_rises():
+    """Geyer's initial monotone sequence by hand. Pairs 1.5, -0.4, 0.6: only the first counts,
+    tau = -1 + 2 * 1.5 = 2. Pairs 1.0, 0.5, 0.9, -0.5: the rise to 0.9 is cut to 0.5,
+    tau = -1 + 2 * (1.0 + 0.5 + 0.5) = 3."""
+    cut = np.array([1.0, 0.5, 0.2, -0.6, 0.3, 0.3])
+    assert integrated_autocorrelation_time(4.0 * cut) == pytest.approx(2.0, rel=1e-12)
+    rising = np.array([1.0, 0.0, 0.2, 0.3, 0.4, 0.5, -0.6, 0.1])
+    assert integrated_autocorrelation_time(rising) == pytest.approx(3.0, rel=1e-12)
+
+
+def test_inverse_information_is_nan_if_not_positive_definite_and_warns_only_if_asked():
+    import warnings
+
+    from pymc_unbounded_dp.mcem.information import inverse_information
+
+    lopsided = np.array([[4.0, 2.0], [0.0, 2.0]])  # symmetrised: [[4, 1], [1, 2]]
+    np.testing.assert_allclose(
+        inverse_information(lopsided), np.linalg.inv([[4.0, 1.0], [1.0, 2.0]]), rtol=1e-12
+    )
+    indefinite = np.diag([1.0, -1.0])
+    with pytest.warns(UserWarning, match="not positive definite"):
+        assert np.all(np.isnan(inverse_information(indefinite)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.all(np.isnan(inverse_information(indefinite, warn=False)))
+        inverse_information(np.eye(2), warn=True)  # positive definite: no warning
+
+
+def test_tune_zero_is_accepted_and_a_negative_tune_is_not():
+    assert validated_options(**{**DEFAULTS, "tune": 0}).tune == 0
+    with pytest.raises(ValueError, match="`tune`"):
+        validated_options(**{**DEFAULTS, "tune": -1})
+
+
+def test_hessian_steps_are_half_a_standard_error_at_most_one_and_one_in_a_flat_direction():
+    from pymc_unbounded_dp.mcem.optimise import hessian_steps
+
+    steps = hessian_steps(np.diag([16.0, 1.0, 0.01, 0.0, -3.0]))
+    np.testing.assert_allclose(steps, [0.125, 0.5, 1.0, 1.0, 1.0], rtol=1e-12)
+
+
+def test_find_profiles_a_weak_parameter_from_where_the_run_started():
+    """The estimate moved from -2 to 0 in a transformed coordinate with standard error sqrt(2): it
+    is profiled upwards, at the fractions of the way from the start (-2) to the cap."""
+    from pymc_unbounded_dp.mcem.boundary import find
+
+    def loglik(x):
+        return np.tanh(x[0]) - (x[1] - 1.0) ** 2, np.array(
+            [1 - np.tanh(x[0]) ** 2, -2 * (x[1] - 1.0)]
+        )
+
+    estimate = Maximum(np.array([0.0, 1.0]), 0.0, True, "")
+    found = find(
+        loglik, estimate, np.array([-2.0, 1.0]), np.diag([0.5, 2.0]), np.array([True, False])
+    )
+    assert found is not None and (found.index, found.direction) == (0, 1.0)
+    expected = -2.0 + (BOUNDARY + 2.0) * np.array(PROFILE_FRACTIONS)
+    np.testing.assert_allclose(found.points, expected, rtol=1e-12)
+    np.testing.assert_allclose(found.values, np.tanh(expected), atol=1e-6)
+
+
+def test_a_boundary_is_named_by_the_natural_element_that_moves():
+    """A simplex ``p`` (3 natural elements from 2 unconstrained ones) before ``sigma`` (log): the
+    profile of unconstrained coordinate 2 moves natural element 3, ``sigma``, towards 0."""
+    from types import SimpleNamespace
+
+    from pymc_unbounded_dp.mcem.boundary import named
+    from pymc_unbounded_dp.mcem.objective import Layout
+
+    def to_natural(u):
+        e = np.exp([u[0], u[1], 0.0])
+        return np.r_[e / e.sum(), np.exp(u[2])]
+
+    objective = SimpleNamespace(
+        natural=Layout.of(["p", "sigma"], [(3,), ()]), to_natural=to_natural
+    )
+    points = np.array([0.0, -10.0, -20.0, -BOUNDARY])
+    found = Profile(
+        2, -1.0, points, np.array([-5.0, -4.0, -3.5, -3.4]), [np.r_[0.2, -0.1, p] for p in points]
+    )
+    boundary = named(objective, found, [0.01, 0.02, 0.03, 0.04])
+    assert (boundary.parameter, boundary.direction, boundary.limit) == ("sigma", "lower", 0.0)
+    np.testing.assert_allclose(boundary.values, np.exp(points), rtol=1e-12)
+    np.testing.assert_array_equal(boundary.profile_loglik, found.values)
+    np.testing.assert_array_equal(boundary.profile_mc_error, [0.01, 0.02, 0.03, 0.04])

@@ -243,3 +243,46 @@ def test_average_over_chunks_is_the_average_over_sets(mle_objective, monkeypatch
     np.testing.assert_allclose(value, exact_q(NATURAL), rtol=1e-12)
     _, exact_gradient, _ = evaluate(mle_objective, "natural", NATURAL)
     np.testing.assert_allclose(gradient, exact_gradient, rtol=1e-12)
+
+
+def test_records_that_depend_on_no_parameter_beside_ones_that_do_are_estimated():
+    """``w ~ N(0, 2)`` released beside ``x ~ N(mu, 1)``: one record that depends on a parameter is
+    enough for an estimate (``w``'s density is a constant of the objective); with no parameter
+    among the records' inputs there is nothing to estimate. The check of
+    :func:`complete_data_loglik` on the model's blocks (no compilation)."""
+    from types import SimpleNamespace
+
+    from pymc_unbounded_dp._registry import model_blocks
+    from pymc_unbounded_dp.mcem.objective import check_parameters
+
+    with pm.Model() as mixed:
+        mu = pm.Normal("mu", 0.0, 3.0)
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1.0), n=4)
+        w = pmdp.Records("w", pm.Normal.dist(0.0, 2.0), n=4)
+        pmdp.PrivatizedSum("s", pm.math.stack([x, w], axis=1), pmdp.Laplace(scale=3.0), [4.0, 1.0])
+    blocks = model_blocks(mixed)
+    assert [r.rv.name for r in blocks.records] == ["x", "w"]
+    check_parameters(SimpleNamespace(blocks=blocks), [mu])  # no error
+    with pytest.raises(ValueError, match="does not depend on any model parameter"):
+        check_parameters(SimpleNamespace(blocks=blocks), [pm.Normal.dist(0.0, 1.0)])
+
+
+def test_a_new_run_starts_at_the_models_initial_point_after_the_objective_was_used(
+    model, mle_objective
+):
+    """The kernels' points at other parameters (each E-step's) do not move the start of the next
+    run on the same model."""
+    from pymc_unbounded_dp.mcem.options import validated_options
+    from pymc_unbounded_dp.mcem.start import start
+
+    initial = mle_objective.unconstrained.join(model.initial_point())
+    point = mle_objective.point(unconstrained(NATURAL), 9)
+    np.testing.assert_allclose(point["sigma_log__"], np.log(NATURAL[2]), rtol=1e-15)
+    options = validated_options(
+        initial_samples=10, growth=1.25, min_samples=100, max_samples=5000, max_iterations=60,
+        tol=0.05, patience=3, thin=1, tune=0, n_moves=None, switch_rate=0.9, replicates=100,
+        batches=4, max_replicates=3200,
+    )  # fmt: skip
+    begun = start(mle_objective, options, np.random.default_rng(0), None)
+    np.testing.assert_allclose(begun.unconstrained, initial, rtol=1e-15)
+    assert np.all(np.abs(begun.unconstrained - unconstrained(NATURAL)) > 0.1)

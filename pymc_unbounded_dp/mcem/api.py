@@ -269,7 +269,7 @@ class _Driver:
             warnings.warn(
                 f"mcem did not converge ({result.converged.value}): {result.reason}.",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=4,  # run, mcem, its keyword check, the caller
             )
         return result
 
