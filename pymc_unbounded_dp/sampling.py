@@ -158,8 +158,14 @@ def sample(
     _check_draws(draws, tune, chains, cores)
     step_names = step_method_names()
     step_kwargs = {name: kwargs.pop(name) for name in list(kwargs) if name in step_names}
-    if "target_accept" in kwargs:  # as pm.sample: an option of NUTS
-        step_kwargs.setdefault("nuts", {}).setdefault("target_accept", kwargs.pop("target_accept"))
+    if "target_accept" in kwargs:  # as pm.sample: an option of NUTS, given once
+        nuts = dict(step_kwargs.get("nuts") or {})
+        if "target_accept" in nuts:
+            raise ValueError(
+                "`target_accept` was given twice, as a keyword and in `nuts`: give it once, "
+                "either `target_accept=...` or `nuts={'target_accept': ...}`."
+            )
+        step_kwargs["nuts"] = {**nuts, "target_accept": kwargs.pop("target_accept")}
     idata_kwargs = dict(kwargs.pop("idata_kwargs", None) or {})
     log_likelihood = bool(idata_kwargs.pop("log_likelihood", False))
     if log_likelihood and not kwargs.get("return_inferencedata", True):

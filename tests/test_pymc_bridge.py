@@ -314,3 +314,55 @@ def test_a_refit_reuses_the_compiled_gradient_and_reads_the_data_set_since(monke
     with model:
         pmdp.sample(**fit, nuts={"dtype": "float64"})
     assert built == [model]
+
+
+def test_a_reused_gradient_serves_only_the_same_variables_and_keeps_the_step_options():
+    """``instantiate_steps``'s ``reuse``: NUTS over ``mu`` alone (another step took ``tau``)
+    does not get the target compiled for ``(mu, tau)``: its density is the model's at ``mu``
+    with ``tau`` held; and a step handed a reused target still gets its own options."""
+    from pymc.blocking import DictToArrayBijection
+
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0)
+        tau = pm.HalfNormal("tau", 1.0)
+        pm.Normal("y", mu, tau, observed=[0.3, -0.2, 1.1])
+    value = {rv.name: model.rvs_to_values[rv] for rv in (mu, tau)}
+    reuse: dict = {}
+    with model:
+        (both,) = bridge.instantiate_steps(
+            model, [], {pm.NUTS: [value["mu"], value["tau"]]}, None, reuse
+        )
+        (alone,) = bridge.instantiate_steps(model, [], {pm.NUTS: [value["mu"]]}, None, reuse)
+        (again,) = bridge.instantiate_steps(
+            model, [], {pm.NUTS: [value["mu"]]}, {"nuts": {"target_accept": 0.93}}, reuse
+        )
+    assert [v.name for v in alone.vars] == ["mu"]
+    assert again._logp_dlogp_func is alone._logp_dlogp_func  # a refit reuses the target...
+    assert again.target_accept == 0.93  # ...and keeps its own options
+    point = {"mu": np.asarray(0.4), "tau_log__": np.asarray(-0.3)}
+    function = alone._logp_dlogp_func
+    function.set_extra_values({"tau_log__": point["tau_log__"]})
+    logp = function(DictToArrayBijection.map({"mu": point["mu"]}))[0]
+    from scipy import stats
+
+    t = np.exp(point["tau_log__"])  # the log transform's Jacobian adds log(tau)
+    expected = (
+        stats.norm.logpdf(0.4)
+        + stats.halfnorm.logpdf(t)
+        + np.log(t)
+        + stats.norm.logpdf([0.3, -0.2, 1.1], 0.4, t).sum()
+    )
+    np.testing.assert_allclose(logp, expected, rtol=1e-12)
+
+
+def test_each_chain_hook_seeds_the_steps_generator_with_the_chains_seed(plain):
+    """PyMC 5's ``set_rng`` and PyMC 6's ``setup_chain`` (called on either PyMC here) both start
+    the chain on the generator PyMC hands it: the same seed, the same stream."""
+    with plain:
+        step = Counting([plain.rvs_to_values[plain["mu"]]])
+    expected = np.random.default_rng(123).random(3)
+    step.set_rng(123)
+    np.testing.assert_array_equal(step.rng.random(3), expected)
+    step.setup_chain(123, tune=5, draws=5)
+    np.testing.assert_array_equal(step.rng.random(3), expected)
+    assert len(step.chains) == 2

@@ -516,3 +516,258 @@ def test_draw_counts_are_checked_before_pymc_sees_them():
     for name, bad in (("draws", -1), ("tune", -1), ("draws", None), ("tune", None), ("chains", 0)):
         with pytest.raises((TypeError, ValueError), match=f"`{name}`"):
             _check_draws(**{**allowed, name: bad})
+
+
+# -- what each path of the sampler's assembly depends on (issue 32) ------------------------------
+def test_target_accept_reaches_nuts_beside_its_other_options_and_given_twice_is_refused(
+    small_model, monkeypatch
+):
+    """``target_accept`` reaches NUTS's options as ``pm.sample``'s does, beside the other
+    ``nuts`` options and without changing the caller's dict; given in ``nuts`` as well, it is
+    refused (as ``pm.sample`` refuses it), not silently resolved one way."""
+    from pymc_unbounded_dp import sampling
+
+    options_seen = []
+
+    def augmentation_step(model, step, *, step_kwargs, **kwargs):
+        options_seen.append(step_kwargs)
+
+    monkeypatch.setattr(sampling, "augmentation_step", augmentation_step)
+    monkeypatch.setattr(pm, "sample", lambda *args, **kwargs: None)
+    pmdp.sample(model=small_model, target_accept=0.6, return_inferencedata=False)
+    assert options_seen.pop() == {"nuts": {"target_accept": 0.6}}
+    nuts = {"max_treedepth": 7}
+    pmdp.sample(model=small_model, target_accept=0.6, nuts=nuts, return_inferencedata=False)
+    assert options_seen.pop() == {"nuts": {"max_treedepth": 7, "target_accept": 0.6}}
+    assert nuts == {"max_treedepth": 7}
+    with pytest.raises(ValueError, match="`target_accept` was given twice"):
+        pmdp.sample(
+            model=small_model,
+            target_accept=0.6,
+            nuts={"target_accept": 0.95},
+            return_inferencedata=False,
+        )
+
+
+def test_the_accuracy_figure_averages_every_chain_and_reads_a_fixed_n(monkeypatch):
+    """The figure is taken at the mean over all chains and draws (not per chain), ``n`` the
+    rounded mean of the latent ``n``, or the table's fixed ``n``."""
+    from types import SimpleNamespace
+
+    import xarray as xr
+
+    from pymc_unbounded_dp import sampling
+
+    with pm.Model() as model:
+        pm.Normal("mu", 0.0, 1.0)
+        size = pm.Poisson("n", 5.0)
+    seen = []
+    monkeypatch.setattr(
+        sampling, "approximation_accuracy", lambda law, values, n: seen.append((values, n))
+    )
+    posterior = xr.Dataset(
+        {
+            "mu": (("chain", "draw"), [[1.0, 1.2], [2.0, 2.2]]),  # chain means 1.1 and 2.1
+            "n": (("chain", "draw"), [[7, 8], [9, 9]]),  # mean 8.25
+        }
+    )
+    for sample_size, fixed_n, expected_n in ((size, None, 8), (None, 30, 30)):
+        spec = SimpleNamespace(sample_size=sample_size)
+        table = SimpleNamespace(model=model, spec=spec, fixed_n=fixed_n)
+        law = SimpleNamespace(family=SimpleNamespace(exact=False), table=table)
+        sampling._accuracy(law, posterior)
+        (mu, n_value), n = seen.pop()
+        assert np.shape(mu) == () and float(mu) == pytest.approx(1.6, rel=1e-12)
+        assert int(n_value) == 8 and n == expected_n
+
+
+@pytest.fixture(scope="module")
+def two_tables_at_the_sums_level():
+    """Two bounded tables with their own parameters: Bernoulli records released as a count
+    ``a`` and Categorical records released as a histogram ``z``; two sums-level steps."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=10)
+        pmdp.PrivatizedSum("a", x, pmdp.Laplace(epsilon=1.0), observed=4.2)
+        p = pm.Dirichlet("p", np.ones(3))
+        z = pmdp.Records("z_rec", pm.Categorical.dist(p), n=6)
+        pmdp.PrivatizedSum(
+            "z",
+            pt.eq(z[:, None], np.arange(3)),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
+            observed=[1.0, 2.0, 3.0],
+        )
+    steps = [pmdp.DataAugmentation(model=model, augment="sums") for _ in range(2)]
+    return model, steps
+
+
+def test_the_sums_level_parameter_target_is_the_prior_and_each_tables_own_sum_law(
+    two_tables_at_the_sums_level,
+):
+    """The parameters' target at the sums level: prior (with Jacobians) + the Binomial law of
+    table ``a``'s latent counts + the Multinomial law of table ``z``'s, read from the step's own
+    latent state (a second fit of the model does not read the first one's); no record term."""
+    from pymc.blocking import DictToArrayBijection
+    from scipy import special, stats
+
+    model, steps = two_tables_at_the_sums_level
+    latents = [([7.0, 3.0], [1.0, 2.0, 3.0]), ([3.0, 7.0], [4.0, 0.0, 2.0])]  # per-value counts
+    for step, (counts_x, counts_z) in zip(steps, latents):
+        law_x, law_z = step.records_step.laws
+        law_x.latent.set_value(np.array(counts_x))
+        law_z.latent.set_value(np.array(counts_z))
+    prior = model.compile_logp(vars=[model["theta"], model["p"]])
+    simplex = model.rvs_to_transforms[model["p"]]
+    for step, (counts_x, counts_z) in zip(steps, latents):
+        (nuts,) = [m for m in step.methods if isinstance(m, pm.NUTS)]
+        function = nuts._logp_dlogp_func
+        function.set_extra_values({})
+        for logodds, unconstrained in ((0.3, [0.2, -0.5]), (-0.8, [0.6, 0.1])):
+            point = {"theta_logodds__": np.asarray(logodds), "p_simplex__": np.array(unconstrained)}
+            p = simplex.backward(pt.as_tensor(point["p_simplex__"])).eval()
+            expected = (
+                prior(point)
+                + stats.binom.logpmf(counts_x[1], 10, special.expit(logodds))
+                + stats.multinomial.logpmf(counts_z, 6, p)
+            )
+            flat = DictToArrayBijection.map({v.name: point[v.name] for v in nuts.vars})
+            np.testing.assert_allclose(function(flat)[0], expected, rtol=1e-10)
+
+
+def test_the_latent_totals_move_to_the_posterior_each_shaped_like_its_own_release(
+    two_tables_at_the_sums_level,
+):
+    """A release named ``a`` (a letter of ``total_z``) next to a histogram ``z``: each stat
+    ``total_<name>`` becomes ``<name>_total`` with its own release's shape and values."""
+    import arviz as az
+
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.sampling import _record_level
+
+    model, (step, _) = two_tables_at_the_sums_level
+    totals_a = np.array([[4.0, 5.0]])
+    totals_z = np.arange(6.0).reshape(1, 2, 3)
+    result = az.InferenceData(
+        posterior=xr_dataset({"theta": (("chain", "draw"), [[0.4, 0.5]])}),
+        sample_stats=xr_dataset(
+            {
+                "total_a": (("chain", "draw"), totals_a),
+                "total_z": (("chain", "draw", "total_z_dim_0"), totals_z),
+                "lp": (("chain", "draw"), [[-1.0, -2.0]]),
+            }
+        ),
+    )
+    _record_level(result, compile_model(model), step)
+    posterior = result["posterior"]
+    np.testing.assert_array_equal(posterior["a_total"].values, totals_a)
+    np.testing.assert_array_equal(posterior["z_total"].values, totals_z)
+    assert posterior["z_total"].dims == ("chain", "draw", "z_total_dim_0")
+    assert set(result["sample_stats"].data_vars) == {"lp"}
+    assert posterior.attrs["pmdp_augment"] == "sums"
+
+
+def xr_dataset(variables):
+    import xarray as xr
+
+    return xr.Dataset(variables, coords={"chain": [0], "draw": [0, 1]})
+
+
+def test_stacking_a_two_dimensional_release_labels_each_value_by_its_coordinates():
+    """A release on a (row, column) grid, stored in either axis order: each point's label names
+    its row and column and carries that cell's values."""
+    import arviz as az
+    import xarray as xr
+
+    values = np.arange(2 * 3 * 2 * 3, dtype=float).reshape(2, 3, 2, 3)  # chain, draw, row, col
+    coords = {"chain": [0, 1], "draw": [0, 1, 2], "row": ["r0", "r1"], "col": ["c0", "c1", "c2"]}
+    grid = xr.DataArray(values, dims=("chain", "draw", "row", "col"), coords=coords)
+    for stored in (grid, grid.transpose("chain", "draw", "col", "row")):
+        idata = az.InferenceData(log_likelihood=xr.Dataset({"s": stored}))
+        points = pmdp.stack_log_likelihood(idata)["log_likelihood"]["releases"]
+        by_row = stored is grid  # labels name the coordinates in the stored order
+        label = "s[r{i}, c{j}]" if by_row else "s[c{j}, r{i}]"
+        cells = [(i, j) for i in range(2) for j in range(3)]
+        if not by_row:
+            cells = [(i, j) for j in range(3) for i in range(2)]
+        assert list(points["release"].values) == [label.format(i=i, j=j) for i, j in cells]
+        for i, j in cells:
+            cell = points.sel(release=label.format(i=i, j=j)).values
+            np.testing.assert_array_equal(cell, values[:, :, i, j])
+
+
+def test_kept_records_of_a_latent_and_a_known_table_are_padded_and_counted_per_table():
+    """``imputed_records`` of two tables: the latent table's records padded with NaN to its
+    largest ``n``, counted under its sample size's name; the known table's kept in their own
+    dtype, counted as ``n_<label>``; the draws kept are labelled by their draw."""
+    import xarray as xr
+
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.sampling import _records_dataset
+
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        size = pmdp.SampleSize("n_a", n_dp=3, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
+        x_a = pmdp.Records("x_a", pm.Bernoulli.dist(theta), n=size)
+        x_b = pmdp.Records("x_b", pm.Bernoulli.dist(theta), n=4)
+        pmdp.PrivatizedSum("s_a", x_a, pmdp.Laplace(epsilon=1.0), observed=1.5)
+        pmdp.PrivatizedSum("s_b", x_b, pmdp.Laplace(epsilon=1.0), observed=2.5)
+    tables = compile_model(model).tables
+    sets = {
+        (0, 1): {"x_a": np.array([1, 0]), "x_b": np.array([1, 1, 0, 1])},
+        (0, 3): {"x_a": np.array([0, 1, 1]), "x_b": np.array([0, 0, 0, 1])},
+        (1, 1): {"x_a": np.array([1]), "x_b": np.array([1, 0, 0, 0])},
+        (1, 3): {"x_a": np.array([0, 0]), "x_b": np.array([1, 1, 1, 1])},
+    }
+    cells = np.empty((2, 4), dtype=object)
+    for index, records in sets.items():
+        cells[index] = records
+    kept = xr.DataArray(cells, dims=("chain", "draw"), coords={"chain": [0, 1], "draw": range(4)})
+    dataset = _records_dataset(kept, tables)
+    assert set(dataset.data_vars) == {"x_a", "x_b", "n_a", "n_x_b"}
+    np.testing.assert_array_equal(dataset["kept_draw"].values, [1, 3])
+    np.testing.assert_array_equal(dataset["n_a"].values, [[2, 3], [1, 2]])
+    np.testing.assert_array_equal(dataset["n_x_b"].values, [[4, 4], [4, 4]])
+    nan = np.nan
+    expected_a = [[[1, 0, nan], [0, 1, 1]], [[1, nan, nan], [0, 0, nan]]]
+    np.testing.assert_array_equal(dataset["x_a"].values, expected_a)
+    assert dataset["x_b"].dtype.kind == "i" and dataset["x_b"].shape == (2, 2, 4)
+    np.testing.assert_array_equal(dataset["x_b"].values[1, 0], [1, 0, 0, 0])
+    assert dataset["x_a"].dims[2] != dataset["x_b"].dims[2]
+
+
+def test_the_tidied_groups_keep_no_dimension_of_a_dropped_variable(labelled):
+    """The records dropped from ``observed_data`` and the log-likelihood stats moved out of
+    ``sample_stats`` leave no dimension behind."""
+    _, idata = labelled
+    for name in ("observed_data", "sample_stats"):
+        group = idata[name]
+        used = {dim for var in group.data_vars.values() for dim in var.dims}
+        assert set(group.dims) == used, name
+    assert "x" not in idata["observed_data"]
+
+
+def test_no_pymc_step_is_given_the_sample_size_even_when_asked_for_it(labelled):
+    """``pm.sample`` hands the augmentation step every value variable, ``n`` among them: the
+    parameter steps PyMC would choose leave ``n`` to the reversible-jump moves."""
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp._step_assembly import parameter_steps
+    from pymc_unbounded_dp.steps import PrivateDataStep
+
+    model, _ = labelled
+    compiled = compile_model(model)
+    n_value = model.rvs_to_values[model["n"]]
+    steps = parameter_steps(model, compiled, None, None, only=[n_value], exclude=(PrivateDataStep,))
+    assert steps == []
+
+
+def test_interweave_options_given_as_a_dict_reach_the_move(small_model):
+    """``interweave={"n_steps": 4, "switch_off": False}`` builds the move with those options;
+    ``True`` forces it on with its own step count."""
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp._step_assembly import interweave_steps
+
+    compiled = compile_model(small_model)
+    (move,) = interweave_steps(small_model, compiled, {"n_steps": 4, "switch_off": False})
+    assert isinstance(move, pmdp.Interweave) and move.n_steps == 4 and not move.switch_off
+    (forced,) = interweave_steps(small_model, compiled, True)
+    assert forced.n_steps is None and not forced.switch_off
