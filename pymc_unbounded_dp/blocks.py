@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 
 import numpy as np
 import pymc as pm
@@ -62,6 +61,7 @@ from pymc_unbounded_dp._registry import (
     SumSpec,
     model_blocks,
 )
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.errors import ImproperPriorError
 from pymc_unbounded_dp.mechanisms import Mechanism
 from pymc_unbounded_dp.sensitivity import SensitivityWarning, check_neighbouring, sum_sensitivity
@@ -507,10 +507,8 @@ def _check_sensitivity(
     kind = type(mechanism).__name__
     if not bounds.finite:
         if _calibrated_from_budget(mechanism):
-            warnings.warn(
-                _unbounded_message(bounds, blocks, kind, mechanism, owner),
-                SensitivityWarning,
-                stacklevel=3,
+            warn_at_caller(
+                _unbounded_message(bounds, blocks, kind, mechanism, owner), SensitivityWarning
             )
         return neighbouring
     lower = np.broadcast_to(bounds.lower, shape)
@@ -530,7 +528,7 @@ def _check_sensitivity(
             if other_value <= declared * (1 + _SENSITIVITY_RTOL)
             else ""
         )
-        warnings.warn(
+        warn_at_caller(
             f"{owner}: {where}, more than the sensitivity {declared:g} declared by `mechanism` "
             f"{kind}: its stated guarantee ({_guarantee(mechanism)}) does not hold"
             f"{_actual_guarantee(mechanism, derived)}. "
@@ -538,17 +536,15 @@ def _check_sensitivity(
             "clamp the statistic more tightly, or pass check_sensitivity=False if the records are "
             f"known to be tighter than these bounds.{hint}",
             SensitivityWarning,
-            stacklevel=3,
         )
     elif declared > derived * (1 + _SENSITIVITY_RTOL):
-        warnings.warn(
+        warn_at_caller(
             f"{owner}: {where}, less than the sensitivity {declared:g} declared by `mechanism` "
             f"{kind}: the guarantee holds and is stronger than stated"
             f"{_actual_guarantee(mechanism, derived)}, so the noise is larger than the "
             f"bounds need. Calibrate with sensitivity={derived:g} for less noise at the same "
             "budget, or pass check_sensitivity=False.",
             SensitivityWarning,
-            stacklevel=3,
         )
     return neighbouring
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-import warnings
 
 import numpy as np
 import pymc as pm
@@ -17,6 +16,7 @@ from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._keywords import check_keywords
 from pymc_unbounded_dp._pymc_bridge import LEGACY_SAMPLE_KEYWORDS, step_method_names
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.steps import augmentation_step
 from pymc_unbounded_dp.sums import (
     LATENT_SUM_ROLE,
@@ -351,10 +351,9 @@ def _record_level(result, compiled, step) -> None:
         )
         for law, accuracy in zip(laws, accuracies):
             if accuracy.poor:
-                warnings.warn(
+                warn_at_caller(
                     f"pmdp.sample: table {law.table.spec.label!r}: {accuracy.describe()}.",
                     UserWarning,
-                    stacklevel=3,
                 )
         moved = {}
         for stat, name in total_names(compiled).items():

@@ -22,8 +22,6 @@ builds the :class:`MCEMResult`.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pymc as pm
 import xarray as xr
@@ -33,6 +31,7 @@ from tqdm.auto import tqdm
 import pymc_unbounded_dp.kernels as kernels
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._keywords import named_keywords
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.mcem.em import SWITCH_MIN_SETS, EMLoop
 from pymc_unbounded_dp.mcem.objective import CompleteDataLogLik, complete_data_loglik
 from pymc_unbounded_dp.mcem.options import Options, validated_options
@@ -266,10 +265,8 @@ class _Driver:
             bar.close()
         result = self._result(stage, loop.state, rows, previous)
         if not result.converged:
-            warnings.warn(
-                f"mcem did not converge ({result.converged.value}): {result.reason}.",
-                UserWarning,
-                stacklevel=4,  # run, mcem, its keyword check, the caller
+            warn_at_caller(
+                f"mcem did not converge ({result.converged.value}): {result.reason}.", UserWarning
             )
         return result
 

@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
+
+from pymc_unbounded_dp._warnings import warn_at_caller
 
 
 def mean_variance(rows: np.ndarray) -> np.ndarray:
@@ -72,12 +72,11 @@ def inverse_information(observed: np.ndarray, warn: bool = True) -> np.ndarray:
         np.linalg.cholesky(symmetric)
     except np.linalg.LinAlgError:
         if warn:
-            warnings.warn(
+            warn_at_caller(
                 "mcem: the estimated observed information is not positive definite, so the "
                 "standard errors are NaN (too few Monte Carlo draws for the fraction of missing "
                 "information, or an estimate on the boundary).",
                 UserWarning,
-                stacklevel=4,
             )
         return np.full_like(symmetric, np.nan)
     return np.linalg.inv(symmetric)

@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import minimize
 
+from pymc_unbounded_dp._warnings import warn_at_caller
+
 #: ``flat -> (log-likelihood, gradient)`` on the unconstrained scale.
 LogLik = Callable[[np.ndarray], tuple[float, np.ndarray]]
 
@@ -124,11 +126,10 @@ def observed_information(loglik: LogLik, x: np.ndarray) -> np.ndarray:
         ratio = wanted / steps
         if np.all((ratio <= STEP_AGREEMENT) & (ratio >= 1.0 / STEP_AGREEMENT)):
             return information
-    warnings.warn(
+    warn_at_caller(
         f"mcem: the finite-difference steps of the observed information did not settle within "
         f"{HESSIAN_PASSES} passes (last steps {steps}); its standard errors may be off.",
         UserWarning,
-        stacklevel=2,
     )
     return information
 

@@ -38,7 +38,6 @@ batch maximisers gives its Monte Carlo error.
 from __future__ import annotations
 
 import math
-import warnings
 import weakref
 from dataclasses import dataclass, field
 from functools import partial
@@ -55,6 +54,7 @@ from scipy.special import logsumexp
 
 from pymc_unbounded_dp._compile import flat_statistics
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.mcem import boundary
 from pymc_unbounded_dp.mcem.em import EMLoop
 from pymc_unbounded_dp.mcem.information import inverse_information, missing_information
@@ -549,12 +549,11 @@ class SimulatedLoop:
                 break
             if round_ == WINDOW_ROUNDS - 1:
                 if not inside:
-                    warnings.warn(
+                    warn_at_caller(
                         "mcem: the posterior of n at the estimate reaches beyond the window of n "
                         f"[{window.lo}, {window.hi}] after {WINDOW_ROUNDS} placements; the "
                         "simulated likelihood may be truncated.",
                         UserWarning,
-                        stacklevel=7,
                     )
                 break
             window = placed if inside else simulated.union(window, placed, full)
