@@ -423,3 +423,131 @@ def test_unbounded_with_truncated_laplace_sum_and_count_matches_enumeration():
         draws_of(idata, "theta"), exact["theta_mean"], exact["theta_var"], "theta"
     )
     assert_mean_and_spread_match(n_draws, exact["n_mean"], exact["n_var"], "n")
+
+
+# --------------------------------------------------------------------------------------------------
+# the kernels with several user-defined densities, and noise on the integers (issue 32)
+# --------------------------------------------------------------------------------------------------
+def _shifted_laplace(shift: float, compiled: bool) -> pmdp.CustomMechanism:
+    """Laplace noise of scale 1 centred at ``shift``: densities told apart at every point."""
+
+    @nb.njit
+    def numba_logp(e):
+        return -abs(e - shift) - math.log(2.0)
+
+    return pmdp.CustomMechanism(
+        lambda e: -pt.abs(e - shift) - math.log(2.0),
+        lambda size, rng: shift + rng.laplace(0.0, 1.0, size),
+        privacy={"epsilon": 1.0},
+        name=f"shifted by {shift}",
+        numba_logp=numba_logp if compiled else None,
+    )
+
+
+def _oracle_shifted(x, shift):
+    return -np.abs(np.asarray(x) - shift) - math.log(2.0)
+
+
+@pytest.mark.parametrize(
+    "compiled",
+    [(True, True, True), (True, False, True), (False, True, False)],
+    ids=["numba", "numba-python-numba", "python-numba-python"],
+)
+def test_each_of_three_user_defined_densities_does_reach_its_own_coordinates(compiled):
+    """Three user-defined mechanisms in one table (all compiled, or some without ``numba_logp``,
+    which then all go through Python): the k-th coordinate's density is the k-th mechanism's."""
+    shifts = (-1.0, 0.5, 3.0)
+    mechanisms = [_shifted_laplace(s, c) for s, c in zip(shifts, compiled)]
+    noise = NoiseArrays.of([mechanisms[2], pmdp.Laplace(scale=1.5), *mechanisms], [1, 1, 2, 1, 1])
+    assert isinstance(noise.custom, PythonLogDensity) == (not all(compiled))
+    x = np.array([0.7, -0.4, 2.0, -2.5, 1.1, 0.2])
+    expected = np.concatenate(
+        [
+            _oracle_shifted(x[:1], shifts[2]),
+            pmdp.Laplace(scale=1.5).logpdf(x[1:2]),
+            _oracle_shifted(x[2:4], shifts[0]),
+            _oracle_shifted(x[4:5], shifts[1]),
+            _oracle_shifted(x[5:], shifts[2]),
+        ]
+    )
+    out = np.empty(x.size)
+    residual_log_density(x, out, *noise.per_coordinate)
+    noise.raise_errors()
+    np.testing.assert_allclose(out, expected, rtol=1e-14)
+
+
+def test_a_python_log_density_that_fails_does_report_its_first_exception():
+    """Two user-defined densities failing differently in one kernel run: the first exception
+    (coordinate 0's) is re-raised, once."""
+
+    def first(x):
+        raise ZeroDivisionError("first failure")
+
+    def second(x):
+        raise KeyError("second failure")
+
+    noise = NoiseArrays.of([pmdp.Laplace(scale=1.0)], [2])._replace(
+        shape_code=np.array([3, 4]),
+        laplace_only=False,
+        custom=custom_log_density([ScalarLogDensity(None, first), ScalarLogDensity(None, second)]),
+    )
+    out = np.empty(2)
+    residual_log_density(np.array([0.5, 1.5]), out, *noise.per_coordinate)
+    assert np.all(np.isnan(out))
+    with pytest.raises(RuntimeError, match="first failure") as info:
+        noise.raise_errors()
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    noise.raise_errors()  # reported once
+
+
+Q_DISCRETE = math.exp(-1.0 / B)
+LOG_NORM_DISCRETE = math.log((1 - Q_DISCRETE) / (1 + Q_DISCRETE))
+
+
+@nb.njit
+def discrete_laplace_numba_without_lattice(e):
+    """The discrete Laplace log-pmf at integers, written without a lattice test."""
+    return -abs(e) / B + LOG_NORM_DISCRETE
+
+
+def _discrete_custom(**kwargs) -> pmdp.CustomMechanism:
+    options = {
+        "logp": lambda e: -pt.abs(e) / B + LOG_NORM_DISCRETE,
+        "simulate": lambda size, rng: (
+            rng.geometric(1 - Q_DISCRETE, size) - rng.geometric(1 - Q_DISCRETE, size)
+        ),
+        "domain": "integers",
+        "discrete": True,
+        "numba_logp": discrete_laplace_numba_without_lattice,
+    }
+    return truncated(**{**options, **kwargs})
+
+
+def test_a_numba_log_density_on_the_integers_does_not_need_its_own_lattice_test():
+    """``discrete=True`` puts the noise on the integers: ``numba_logp`` is checked against
+    ``logp`` at integers only, so one written for integers (finite between them) is accepted."""
+    mechanism = _discrete_custom()
+    assert mechanism.discrete
+    np.testing.assert_allclose(
+        mechanism.logpdf([0.0, 2.0, -3.0]),
+        [LOG_NORM_DISCRETE, LOG_NORM_DISCRETE - 2 / B, LOG_NORM_DISCRETE - 3 / B],
+        rtol=1e-15,
+    )
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "python"])
+def test_the_kernels_do_put_user_defined_noise_on_the_integers(compiled):
+    """In the kernels, a discrete user-defined mechanism's noise is -inf off the integers even if
+    its ``logp`` (and ``numba_logp``) is finite there, and its log-pmf on them."""
+    mechanism = _discrete_custom(
+        numba_logp=discrete_laplace_numba_without_lattice if compiled else None
+    )
+    x = np.array([0.0, 1.0, -2.0, 0.5, 0.7, -1.2])
+    noise = NoiseArrays.of([mechanism], [x.size])
+    out = np.empty(x.size)
+    residual_log_density(x, out, *noise.per_coordinate)
+    np.testing.assert_allclose(
+        out,
+        [LOG_NORM_DISCRETE, LOG_NORM_DISCRETE - 1 / B, LOG_NORM_DISCRETE - 2 / B] + [-np.inf] * 3,
+        rtol=1e-15,
+    )

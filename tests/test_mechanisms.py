@@ -11,7 +11,7 @@ from noise_laws import EPSILON_FAMILIES, Law, assert_draws_follow
 from scipy import integrate, stats
 
 import pymc_unbounded_dp as pmdp
-from pymc_unbounded_dp import _secure
+from pymc_unbounded_dp import _secure, laws
 from pymc_unbounded_dp.kernels._noise import NoiseArrays, log_ratio, residual_log_density
 from pymc_unbounded_dp.mechanisms import discrete_gaussian_log_normalizer
 
@@ -449,3 +449,143 @@ def test_exact_release_at_a_sensitivity_other_than_one(mechanism, family, scale,
     value = np.zeros(4_000, dtype=int if mechanism.domain == "integers" else float)
     released = mechanism.release(value + 5)
     assert_draws_follow(released - 5, law, repr(mechanism))
+
+
+# --------------------------------------------------------------------------------------------------
+# the continuous release's grid at scales that are not powers of 2 (issue 32)
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "mechanism, grid",
+    [
+        (pmdp.Laplace(scale=3.0), Fraction(1, 2**29)),
+        (pmdp.Gaussian(sigma=0.75), Fraction(1, 2**31)),
+    ],
+    ids=repr,
+)
+def test_a_continuous_release_snaps_to_the_nearest_point_of_its_grid_and_draws_in_grid_steps(
+    monkeypatch, mechanism, grid
+):
+    """The grid is the scale times 2**-30 rounded *down* to a power of 2 (3 * 2**-30 -> 2**-29,
+    0.75 * 2**-30 -> 2**-31); the statistic goes to its nearest grid point (0.3 is 0.6 of a step
+    above one: up; -0.3 down) and the exact sampler draws in grid steps, at the scale in steps.
+    Here the sampler is replaced by one that records its scale and returns fixed steps."""
+    asked = []
+
+    def draw(self, scale):
+        asked.append(scale)
+        return 5
+
+    monkeypatch.setattr(type(mechanism), "_exact_draw", draw)
+    values = [0.3, -0.3, 10.25, -7.0]
+    released = mechanism.release(np.array(values))
+    assert asked == [Fraction(mechanism.scale) / grid] * len(values)
+    for value, out in zip(values, released.tolist()):
+        nearest = round(Fraction(value) / grid)
+        assert abs(Fraction(value) / grid - nearest) <= Fraction(1, 2)
+        assert Fraction(out) == (nearest + 5) * grid
+
+
+# --------------------------------------------------------------------------------------------------
+# accounting at a sensitivity other than one, and the integer sensitivity of noise on the integers
+# --------------------------------------------------------------------------------------------------
+def _mean_abs(mechanism, width=3000):
+    k = np.arange(-width, width + 1)
+    return float(np.abs(k) @ np.exp(mechanism.logpdf(k)))
+
+
+@pytest.mark.parametrize(
+    "mechanism",
+    [
+        pmdp.DiscreteLaplace(epsilon=1.0, sensitivity=3),
+        pmdp.DiscreteGaussian(sigma=2.0, sensitivity=3),
+    ],
+    ids=repr,
+)
+def test_the_budget_for_a_mean_absolute_error_does_scale_with_the_sensitivity(mechanism):
+    """The budget whose noise has ``E|e| = 2.5`` at sensitivity 3 builds, at sensitivity 3, a
+    mechanism with that error (summed over the integers): epsilon three times, rho nine times the
+    budget per unit of sensitivity."""
+    family = type(mechanism)
+    budget = mechanism.budget_for_mean_abs(2.5)
+    built = family(**budget.as_dict(), sensitivity=3)
+    assert _mean_abs(built) == pytest.approx(2.5, rel=1e-9)
+    unit = family(**{family.scale_name: 1.0}, sensitivity=1).budget_for_mean_abs(2.5)
+    ((key, value),) = budget.as_dict().items()
+    assert value == pytest.approx(unit.as_dict()[key] * (3 if key == "epsilon" else 9), rel=1e-12)
+
+
+def test_a_discrete_gaussian_does_refuse_a_sensitivity_that_is_not_an_integer():
+    for build in (
+        lambda: pmdp.DiscreteGaussian(rho=0.5, sensitivity=2.5),
+        lambda: pmdp.DiscreteGaussian(sigma=1.0, sensitivity=0.5),
+    ):
+        with pytest.raises(ValueError, match="`sensitivity` must be an integer"):
+            build()
+    assert pmdp.DiscreteGaussian(sigma=1.0, sensitivity=2.0).sensitivity == 2.0
+
+
+# --------------------------------------------------------------------------------------------------
+# the kernels' ratio for noise on the integers off the lattice
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "mechanism",
+    [pmdp.DiscreteLaplace(scale=2.6, sensitivity=4), pmdp.DiscreteGaussian(sigma=2.6)],
+    ids=repr,
+)
+def test_the_kernels_ratio_to_an_off_lattice_residual_of_noise_on_the_integers_is_minus_infinity(
+    mechanism,
+):
+    """Moving a residual of integer noise off the integers has probability 0: a ratio of -inf
+    (also for discrete Laplace noise, whose shape is continuous Laplace's), on the lattice the
+    ratio of the pmfs."""
+    noise = NoiseArrays.of([mechanism], [3])
+    residual = np.array([1.0, -2.0, 4.0])
+    current = mechanism.logpdf(residual)
+    for trial, expected in (
+        (np.array([1.5, -2.0, 4.0]), -np.inf),
+        (np.array([2.0, -3.0, 0.0]), float(np.sum(mechanism.logpdf([2.0, -3.0, 0.0]) - current))),
+    ):
+        ratio = log_ratio(residual, trial, current, np.empty(3), *noise[:5], noise.custom)
+        assert ratio == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# the exact laws of a table's sums (pymc_unbounded_dp.laws) off their usual setting
+# --------------------------------------------------------------------------------------------------
+def test_the_law_of_counts_does_allow_a_support_point_of_probability_zero():
+    """A support point of probability 0 (a record value the parameters exclude) is never counted:
+    the log-pmf is the multinomial's with ``0 log 0 = 0`` (one formula for NumPy and PyTensor),
+    ``-inf`` if the point is counted, and births never count it."""
+    p = np.array([0.3, 0.0, 0.7])
+    with np.errstate(divide="ignore"):
+        params = (np.log(p),)
+    for counts in ([3.0, 0.0, 7.0], [0.0, 0.0, 10.0], [3.0, 1.0, 6.0]):
+        expected = stats.multinomial.logpmf(counts, 10, p)
+        assert laws.COUNTS.log_p(np.array(counts), 10, params) == pytest.approx(expected, rel=1e-12)
+    rng = np.random.default_rng(4)
+    born = np.array([laws.COUNTS.draw_new(rng, 6, params) for _ in range(2000)])
+    assert np.all(born[:, 1] == 0) and np.all(born.sum(axis=1) == 6)
+    # mean 6 * 0.3 = 1.8, sd sqrt(6 * 0.21 / 2000) = 0.025
+    assert abs(born[:, 0].mean() - 1.8) < 0.13
+
+
+def test_zero_records_do_sum_to_the_zero_vector_only():
+    """With ``n = 0`` the totals are exactly 0, every coordinate: a vector with opposite
+    coordinates (whose plain sum is 0) has probability 0."""
+    params = (np.array([0.5, -0.3]), np.array([[1.0, 0.2], [0.2, 2.0]]))
+    family = laws.NORMAL_APPROXIMATION
+    assert family.log_p(np.zeros(2), 0, params) == 0.0
+    assert family.log_p(np.array([1.0, -1.0]), 0, params) == -np.inf
+    assert family.log_p(np.array([1.0, -1.0]), 3, params) == pytest.approx(
+        stats.multivariate_normal.logpdf([1.0, -1.0], 3 * params[0], 3 * params[1]), rel=1e-12
+    )
+
+
+def test_a_gamma_sum_of_records_does_not_reach_zero():
+    """The sum of n >= 1 positive (Gamma) records is positive: density 0 at 0 and below."""
+    params = (1.5, 2.0)
+    for t in (0.0, -1.0):
+        assert laws.GAMMA.log_p(np.array([t]), 3, params) == -np.inf
+    assert laws.GAMMA.log_p(np.array([0.5]), 3, params) == pytest.approx(
+        stats.gamma.logpdf(0.5, 4.5, scale=2.0), rel=1e-12
+    )
