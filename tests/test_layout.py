@@ -1,7 +1,9 @@
 """The house rules of issue 31, checked on the source: one seam to PyMC's internals, no module
-reading the package namespace, modules and functions of a readable size."""
+reading the package namespace, modules and functions of a readable size; and the hand audits of
+issue 32 still apply to the code they were written for."""
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "pymc_unbounded_dp"
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 BRIDGE = PACKAGE / "_pymc_bridge.py"
+AUDITS = sorted((PACKAGE.parent / "tools" / "mutation" / "audits").glob("*.json"))
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 80  # lines of code: docstring, comments and blank lines not counted
 
@@ -86,3 +89,16 @@ def test_modules_and_functions_stay_readable(path):
         and _code_lines(path, node) > MAX_FUNCTION_LINES
     ]
     assert not long, long
+
+
+@pytest.mark.parametrize("audit", AUDITS, ids=lambda path: path.stem)
+def test_every_hand_audit_bug_still_applies_to_the_code(audit):
+    """Each bug's ``old`` text occurs exactly once in its file, so that ``inject.py`` can run it
+    again: a change to an audited line must rewrite the bug for the new code (six had gone
+    stale unnoticed before this check)."""
+    stale = []
+    for bug in json.loads(audit.read_text()):
+        count = (PACKAGE.parent / bug["path"]).read_text().count(bug["old"])
+        if count != 1:
+            stale.append(f"{bug['name']}: `old` occurs {count} times in {bug['path']}")
+    assert not stale, stale

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -21,6 +20,7 @@ from typing import ClassVar
 import numpy as np
 import pytensor.tensor as pt
 
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.kernels._noise import SHAPE_ABS, ScalarLogDensity
 from pymc_unbounded_dp.privacy import Guarantee
 
@@ -89,10 +89,9 @@ def _from_positional(owner: str, args: tuple, given: dict, names: tuple[str, ...
             raise TypeError(f"{owner}: `{name}` given both positionally and as `{name}=`.")
         given = {**given, name: value}
     spelled = ", ".join(f"{k}={v!r}" for k, v in given.items() if v is not None)
-    warnings.warn(
+    warn_at_caller(
         f"Positional arguments to pmdp.{owner} are deprecated; write pmdp.{owner}({spelled}).",
         FutureWarning,
-        stacklevel=3,
     )
     return given
 
@@ -333,11 +332,10 @@ class Mechanism(ABC):
                 raise TypeError(
                     f"{owner} takes `size` and then keywords only: simulate(size, rng=...)."
                 )
-            warnings.warn(
+            warn_at_caller(
                 f"A positional seed to {owner} is deprecated; write simulate({size!r}, "
                 f"rng={args[0]!r}) (`rng=` takes a seed or a numpy Generator).",
                 FutureWarning,
-                stacklevel=2,
             )
             rng = args[0]
         if rng is not None and random_seed is not None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,6 +17,7 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
 
 from pymc_unbounded_dp._graph import ancestors
+from pymc_unbounded_dp._warnings import warn_at_caller
 from pymc_unbounded_dp.kernels._noise import SHAPE_CUSTOM, ScalarLogDensity
 from pymc_unbounded_dp.mechanisms.base import (
     Mechanism,
@@ -370,12 +370,11 @@ def _simulator_of(function: Callable, owner: str) -> Callable:
     for seed in ("rng", "random_seed"):
         if signature is not None and _binds(signature, size=None, **{seed: None}):
             return functools.partial(_call_by_keyword, function, seed)
-    warnings.warn(
+    warn_at_caller(
         f"{owner}: `simulate` is called as simulate(size=..., rng=...), the signature of "
         "Mechanism.simulate; name its parameters `size` and `rng` (def simulate(size, rng): ...). "
         "Calling it positionally as simulate(rng, size) is deprecated.",
         FutureWarning,
-        stacklevel=3,
     )
     return function
 
