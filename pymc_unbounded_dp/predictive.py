@@ -275,7 +275,8 @@ def _sums_predictive(trace, model, table_laws, names, random_seed, extend_infere
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     coords.update({d: list(c) for d, c in model.coords.items() if c is not None})
     predictive = xr.Dataset(data, coords=coords)
-    predictive = predictive.drop_vars([c for c in predictive.coords if c not in predictive.dims])
+    used = {d for v in predictive.data_vars.values() for d in v.dims}  # not other variables' dims
+    predictive = predictive.drop_vars([c for c in predictive.coords if c not in used])
     predictive.attrs["pmdp_augment"] = "sums"
     observed_data = xr.Dataset(observed)
     observed_data = observed_data.assign_coords(

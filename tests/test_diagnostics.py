@@ -558,3 +558,113 @@ def test_the_large_n_sd_ratio_matches_an_exact_plug_in_and_unbounded_posterior()
     exact = stats.beta(s + 1, n_dp - s + 1).std() / unbounded_sd
     assert exact == pytest.approx(0.653, abs=0.005)  # far from 1: the count's noise matters
     assert row.plugin_sd_ratio(math.sqrt(0.4 / 0.6)) == pytest.approx(exact, abs=0.01)
+
+
+# --------------------------------------------------------------------------------------------------
+# what each setting reaches (a hand audit, issue 32)
+# --------------------------------------------------------------------------------------------------
+def _two_releases_model(*mechanisms):
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        n = pmdp.SampleSize("n", n_dp=50, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
+        for i, mechanism in enumerate(mechanisms):
+            pmdp.PrivatizedSum(f"s{i}", pt.clip(x, 0, 1), mechanism, observed=10.0)
+    return model
+
+
+def test_pure_and_zcdp_releases_keep_the_separate_conversion_when_it_is_smaller():
+    """epsilon 3 and rho 0.01: converted separately, tanh(1.5) + sqrt(0.01 / 2) = 0.9759; composed
+    in zCDP (rho 4.51), sqrt(1 - e^-4.51) = 0.9945. The smaller is the bound's delta_s."""
+    separate = math.tanh(1.5) + math.sqrt(0.005)
+    composed = math.sqrt(1 - math.exp(-4.51))
+    assert separate < composed - 0.01
+    model = _two_releases_model(pmdp.Laplace(epsilon=3.0), pmdp.Gaussian(rho=0.01))
+    (row,) = pmdp.plugin_check(model).tables
+    assert row.guarantee == "epsilon=3 + rho=0.01"
+    assert row.delta_s == pytest.approx(separate, rel=1e-12)
+    assert row.bound == pytest.approx(separate * _laplace_mean_abs(1.0), rel=1e-9)
+
+
+class _ApproximateLaplace(pmdp.Laplace):
+    """A Laplace mechanism whose stated guarantee is (epsilon, delta)-DP, as a user's may be."""
+
+    @property
+    def privacy(self):
+        return {"epsilon": 1.0, "delta": 0.01}
+
+
+def _approximate_delta(epsilon: float, delta: float) -> float:
+    """(0, delta')-DP of (epsilon, delta)-DP: ``(2 delta + e^epsilon - 1) / (e^epsilon + 1)``."""
+    return (2 * delta + math.expm1(epsilon)) / (math.exp(epsilon) + 1)
+
+
+def test_an_epsilon_delta_release_counts_in_the_bound_alone_or_beside_others():
+    """A release stating (1, 0.01)-DP gives delta_s = (0.02 + e - 1) / (e + 1) alone; beside a pure
+    epsilon 0.5 and a rho 0.125 release it composes with the pure one to (1.5, 0.01)-DP and the
+    rho one adds its own sqrt(0.125 / 2) (zCDP does not compose with (epsilon, delta)-DP)."""
+    (alone,) = pmdp.plugin_check(_two_releases_model(_ApproximateLaplace(scale=1.0))).tables
+    assert alone.guarantee == "epsilon=1, delta=0.01"
+    assert alone.delta_s == pytest.approx(0.46749598569, abs=1e-10)
+    assert alone.delta_s == pytest.approx(_approximate_delta(1.0, 0.01), rel=1e-12)
+    model = _two_releases_model(
+        _ApproximateLaplace(scale=1.0), pmdp.Laplace(epsilon=0.5), pmdp.Gaussian(rho=0.125)
+    )
+    (row,) = pmdp.plugin_check(model).tables
+    expected = _approximate_delta(1.5, 0.01) + math.sqrt(0.0625)
+    assert row.delta_s == pytest.approx(expected, rel=1e-12)
+    assert row.guarantee == "epsilon=1.5, delta=0.01 + rho=0.125"
+
+
+@pytest.mark.parametrize("n_dp", [12, 5, 40])
+def test_count_posterior_above_a_lower_limit_other_than_zero(n_dp):
+    """``lower=10``: the posterior of n lives on n >= 10 (a census floor, say), against direct
+    summation from 10 on; at n_dp = 40 the floor is 10 noise scales away and changes nothing."""
+    mechanism = pmdp.DiscreteLaplace(scale=3.0)
+    post = count_posterior(mechanism, n_dp, lower=10)
+    n = np.arange(10, 2_000)
+    w = np.exp(-np.abs(n_dp - n) / 3.0)
+    pmf = w / w.sum()
+    assert post.n[0] == 10 and np.all(np.diff(post.n) == 1)
+    np.testing.assert_allclose(post.pmf, pmf[: post.n.size], rtol=0, atol=1e-12)
+    assert post.mean == pytest.approx(pmf @ n, abs=1e-10)
+    assert post.mean_abs_deviation == pytest.approx(pmf @ np.abs(n - n_dp), abs=1e-10)
+
+
+def test_plugin_check_compares_at_the_given_prob_and_names():
+    """``prob`` and ``var_names`` reach the comparison: the same table as compare_posteriors', with
+    the 50% intervals (the quartiles of the pooled draws) of mu only."""
+    rng = np.random.default_rng(4)
+    unbounded, plugin = _synthetic(rng, 0.0, 1.0, draws=500), _synthetic(rng, 0.5, 0.5, draws=500)
+    check = pmdp.plugin_check(
+        _bernoulli_model(1.0), unbounded, plugin.drop_vars("n"), var_names=["mu"], prob=0.5
+    )
+    direct = compare_posteriors(unbounded, plugin, var_names=["mu"], prob=0.5)
+    assert list(check.comparison.index) == ["mu"]
+    assert check.comparison.equals(direct)
+    quartiles = np.quantile(unbounded["mu"].values.ravel(), [0.25, 0.75])
+    assert check.comparison.loc["mu", "lower_50_unbounded"] == quartiles[0]
+    assert check.comparison.loc["mu", "upper_50_unbounded"] == quartiles[1]
+
+
+def test_compare_posteriors_takes_one_name_as_a_string():
+    rng = np.random.default_rng(5)
+    unbounded, plugin = _synthetic(rng, 0.0, 1.0, draws=200), _synthetic(rng, 0.0, 1.0, draws=200)
+    one = compare_posteriors(unbounded, plugin, var_names="mu")
+    assert list(one.index) == ["mu"]
+    assert one.equals(compare_posteriors(unbounded, plugin, var_names=["mu"]))
+
+
+def test_compare_posteriors_leaves_out_the_latent_true_sums_by_default():
+    """A sums-level fit's posterior holds each table's true total (attribute ``pmdp_latent_sum``):
+    latent data, not a parameter, so the default comparison skips it; named, it is compared."""
+    from pymc_unbounded_dp.sums import LATENT_SUM_ROLE
+
+    rng = np.random.default_rng(6)
+    unbounded, plugin = _synthetic(rng, 0.0, 1.0, draws=200), _synthetic(rng, 0.0, 1.0, draws=200)
+    for fit in (unbounded, plugin):
+        fit["s_total"] = fit["mu"] * 10
+        fit["s_total"].attrs[LATENT_SUM_ROLE] = "the true total of 's'"
+    assert "s_total" not in compare_posteriors(unbounded, plugin).index
+    named = compare_posteriors(unbounded, plugin, var_names=["s_total"])
+    assert named.loc["s_total", "mean_unbounded"] == pytest.approx(unbounded["mu"].mean() * 10)

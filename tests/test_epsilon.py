@@ -511,3 +511,198 @@ def test_the_command_writes_the_page(capsys, tmp_path, fake_risk):
     assert list(table.index) == [4.0]
     assert {"membership_risk", "width(tau)", "mean(n)"} <= set(table.columns)
     assert len(pd.read_csv(tmp_path / "fits.csv")) == 4  # one fit: beta[0..2], tau
+
+
+# -- what each setting reaches (a hand audit, issue 32) -------------------------------------------
+
+
+def fake_fits(monkeypatch, posterior):
+    """Make each fit of ``choose_epsilon`` return ``posterior(chains, draws)`` (a dict of draws)
+    as a sums-level fit, without sampling; returns the seeds of the releases simulated and of
+    the fits, in order."""
+    import arviz as az
+
+    from pymc_unbounded_dp import epsilon, sampling
+
+    seen = {"noise": [], "chain": [], "tune": []}
+    real = epsilon.simulate_release
+
+    def recorded(budget_plan, sums, n, seed):
+        seen["noise"].append(seed)
+        return real(budget_plan, sums, n, seed)
+
+    def fake_sample(draws, tune, chains, random_seed, **options):
+        seen["chain"].append(random_seed)
+        seen["tune"].append(tune)
+        values = posterior(chains, draws)
+        if az.__version__.startswith("0."):
+            idata = az.from_dict(posterior=values)
+            idata.posterior.attrs["pmdp_augment"] = "sums"
+        else:
+            idata = az.from_dict({"posterior": values})
+            idata["posterior"].attrs["pmdp_augment"] = "sums"
+        return idata
+
+    monkeypatch.setattr(epsilon, "simulate_release", recorded)
+    monkeypatch.setattr(sampling, "sample", fake_sample)
+    return seen
+
+
+def theta_draws(chains, draws):
+    return {"theta": np.linspace(0.2, 0.4, chains * draws).reshape(chains, draws)}
+
+
+def test_a_seed_sequence_child_seeds_its_own_simulated_release():
+    """``random_seed`` may be a SeedSequence: two children of one parent (which share its
+    entropy and differ in their spawn keys) give different noise, and one child the same noise
+    each time."""
+    plan = rl.Plan([rl.Statistic("s", 0, 1), rl.Count("n")], epsilon=1.0)
+
+    def values(seed):
+        release = simulate_release(plan, {"s": 30.0}, 100, random_seed=seed)
+        return float(release["s"].value), int(release["n"].value)
+
+    first, second = np.random.SeedSequence(5).spawn(2)
+    assert values(first) == values(np.random.SeedSequence(5).spawn(2)[0])
+    assert values(first)[0] != values(second)[0]  # continuous Laplace noise: never equal
+
+
+def test_each_fit_uses_the_noise_then_the_chain_stream_of_its_budget_and_replicate(
+    plan, records, fake_risk, monkeypatch
+):
+    """The documented seeds: fit ``r`` at budget ``b`` simulates its release from the first
+    stream of ``SeedSequence(random_seed, spawn_key=(round(b * 1e6), r))`` and samples its chain
+    from the second; ``report.fits`` lists the same seeds."""
+    seen = fake_fits(monkeypatch, theta_draws)
+    made = pmdp.choose_epsilon(
+        records, plan, bernoulli_model, GRID, params="theta", replicates=2, random_seed=SEED,
+        truth={"theta": 0.3}, draws=5, tune=1,
+    )  # fmt: skip
+    expected = []
+    for budget in GRID:
+        for replicate in range(2):
+            key = (round(budget * 1e6), replicate)
+            noise, chain = np.random.SeedSequence(SEED, spawn_key=key).spawn(2)
+            expected.append((int(noise.generate_state(1)[0]), int(chain.generate_state(1)[0])))
+    # (the first release simulated is the reference's, which builds the model once)
+    assert list(zip(seen["noise"][1:], seen["chain"], strict=True)) == expected
+    assert list(zip(made.fits["noise_seed"], made.fits["chain_seed"])) == expected
+
+
+def test_the_attackers_prior_reaches_the_risk_engine(plan, records, fake_risk, monkeypatch):
+    """``prior`` is the attacker's prior of membership at every budget (not the default 0.5),
+    and the page's notes say so."""
+    fake_fits(monkeypatch, theta_draws)
+    made = pmdp.choose_epsilon(
+        records, plan, bernoulli_model, GRID, params="theta", replicates=1, prior=0.2,
+        truth={"theta": 0.3}, draws=5, tune=1,
+    )  # fmt: skip
+    assert [call[2] for call in fake_risk.calls] == [0.2, 0.2]
+    assert any("prior 0.2;" in note for note in made.notes)
+
+
+def test_the_default_target_is_the_bound_of_largest_magnitude_with_its_sign(
+    records, fake_risk, monkeypatch
+):
+    """Bounds ``[-4, 1]``: the worst-case record is -4 (a value a record can take), and under
+    replace-one its default replacement is the bound farther from it, 1."""
+    import pytensor.tensor as pt
+
+    def model(release):
+        with pm.Model() as m:
+            mu = pm.Normal("mu")
+            x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=release.sample_size("n"))
+            release.privatized_sum("s", pt.clip(x, -4, 1))
+        return m
+
+    fake_fits(monkeypatch, lambda chains, draws: {"mu": np.zeros((chains, draws))})
+    rows = {"s": np.linspace(-4.0, 1.0, 50)}
+    for neighbouring, expected in (("add/remove", None), ("replace-one", 1.0)):
+        signed = rl.Plan([rl.Statistic("s", -4, 1), rl.Count("n")], epsilon=1.0,
+                         neighbouring=neighbouring)  # fmt: skip
+        pmdp.choose_epsilon(
+            rows, signed, model, [1.0], params="mu", replicates=1, truth={"mu": 0.0},
+            draws=5, tune=1,
+        )  # fmt: skip
+        _, record, _, replacement = fake_risk.calls[-1]
+        assert float(record["s"]) == -4.0
+        assert (replacement if expected is None else float(replacement["s"])) == expected
+
+
+def test_a_deterministic_parameter_is_summarised(plan, records, fake_risk, monkeypatch):
+    """``params`` may name a deterministic of the model: its posterior is summarised as a free
+    parameter's."""
+
+    def model(release):
+        with bernoulli_model(release) as m:
+            pm.Deterministic("odds", m["theta"] / (1 - m["theta"]))
+        return m
+
+    def draws_of(chains, draws):
+        theta = theta_draws(chains, draws)["theta"]
+        return {"theta": theta, "odds": theta / (1 - theta)}
+
+    fake_fits(monkeypatch, draws_of)
+    made = pmdp.choose_epsilon(
+        records, plan, model, [1.0], params=["odds"], replicates=1, truth={"odds": 0.4},
+        draws=5, tune=1,
+    )  # fmt: skip
+    odds = draws_of(1, 5)["odds"].ravel()
+    assert made.labels == ["odds"]
+    assert made.table.loc[1.0, "sd(odds)"] == pytest.approx(odds.std(ddof=1), rel=1e-12)
+
+
+def test_a_matrix_parameters_labels_are_arviz_labels(plan, records, fake_risk, monkeypatch):
+    """A 2 x 2 parameter gives one row of figures per element, labelled as ArviZ labels them
+    (``Phi[0, 1]``), and ``truth`` may give the elements by those labels."""
+    import arviz as az
+
+    def model(release):
+        with bernoulli_model(release) as m:
+            pm.Normal("Phi", shape=(2, 2))
+        return m
+
+    def draws_of(chains, draws):
+        base = np.arange(chains * draws, dtype=float).reshape(chains, draws, 1, 1)
+        return {"Phi": base + np.arange(4.0).reshape(1, 1, 2, 2) * 100}
+
+    fake_fits(monkeypatch, draws_of)
+    labels = list(az.summary(az.from_dict(posterior=draws_of(1, 5)), kind="stats").index)
+    truth = {label: 100.0 * i + 2.0 for i, label in enumerate(labels)}
+    made = pmdp.choose_epsilon(
+        records, plan, model, [1.0], params="Phi", replicates=1, truth=truth, draws=5, tune=1,
+    )  # fmt: skip
+    assert made.labels == labels == ["Phi[0, 0]", "Phi[0, 1]", "Phi[1, 0]", "Phi[1, 1]"]
+    for i, label in enumerate(labels):  # element i is 100 i + (0, 1, 2, 3, 4)
+        assert made.table.loc[1.0, f"sd({label})"] == pytest.approx(np.std(range(5), ddof=1))
+        assert made.fits.set_index("label").loc[label, "mean"] == pytest.approx(100 * i + 2)
+
+
+def test_the_posterior_of_n_and_the_level_of_each_fit_are_reported(
+    plan, records, fake_risk, monkeypatch
+):
+    """With every fit's draws of ``n`` known: ``mean(n)`` and ``sd(n)`` are their mean and
+    sample sd (``ddof=1``), and each fit's ``augment`` is the level it ran at (``"sums"``), not
+    the one asked for (``"auto"``)."""
+    n = np.array([[290, 300, 310, 305], [295, 299, 301, 330]])
+    fake_fits(monkeypatch, lambda chains, draws: {**theta_draws(chains, draws), "n": n})
+    made = pmdp.choose_epsilon(
+        records, plan, bernoulli_model, [1.0], params="theta", replicates=2,
+        truth={"theta": 0.3}, draws=4, tune=1, chains=2,
+    )  # fmt: skip
+    assert made.table.loc[1.0, "mean(n)"] == pytest.approx(n.mean(), rel=1e-12)
+    assert made.table.loc[1.0, "sd(n)"] == pytest.approx(n.std(ddof=1), rel=1e-12)
+    assert made.table.loc[1.0, "sd_se(n)"] == 0.0  # the same draws in both replicates
+    assert list(made.fits["augment"]) == ["sums", "sums"]
+
+
+def test_each_paragraph_names_the_shares_of_its_budget():
+    """The paragraph of a budget opens with each noisy value's share, named as in the plan."""
+    for measure in ("epsilon", "rho"):
+        table = pd.DataFrame(
+            {f"{measure}[s]": [0.375, 3.0], f"{measure}[n]": [0.125, 1.0], "width(a)": [0.5, 0.2]},
+            index=pd.Index([0.5, 4.0], name=measure),
+        )
+        first, last = EpsilonReport(table, ["a"], measure=measure).paragraphs()
+        assert first.startswith(f"At {measure} = 0.5 (s: 0.375, n: 0.125), the analyst's")
+        assert last.startswith(f"At {measure} = 4 (s: 3, n: 1), ")

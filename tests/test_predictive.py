@@ -570,3 +570,63 @@ def test_a_trace_without_n_is_refused_whatever_else_is_asked_for(unbounded, monk
     theta_only = group(trace, "posterior")[["theta"]]
     with pytest.raises(ValueError, match=r"no draws of the latent SampleSize 'n'"):
         pmdp.sample_posterior_predictive(theta_only, model, var_names=["theta", "s"])
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. what each setting reaches (a fourth hand audit, issue 32)
+# --------------------------------------------------------------------------------------------------
+def test_the_sums_level_draws_only_the_releases_asked_for():
+    """``var_names=["s"]`` at the sums level: the group holds s alone (as at the records level),
+    though the table's law draws n_dp too; ``["n_dp"]`` gives n_dp alone, whose noise is the
+    count's (integers, here within a few scales of the fixed n = 40)."""
+    model = bernoulli_model(None, n_dp=40, n_mechanism=N_MECHANISM)
+    trace = _posterior(theta=np.full((2, 50), 0.3), n=np.full((2, 50), 40))
+    for names in (["s"], ["n_dp"]):
+        drawn = pmdp.sample_posterior_predictive(
+            trace, model, var_names=names, augment="sums", random_seed=7
+        )
+        assert sorted(group(drawn, "posterior_predictive").data_vars) == names
+        assert sorted(group(drawn, "observed_data").data_vars) == names
+    n_dp = group(drawn, "posterior_predictive")["n_dp"].values
+    assert n_dp.dtype.kind == "i" and np.all(np.abs(n_dp - 40) < 40 * N_MECHANISM.scale)
+
+
+def test_the_sums_level_keeps_the_labels_of_a_release_dim():
+    """The release dim ``"category"`` carries the model's labels ``a, b, c`` in the predictive
+    draws and in ``observed_data``, as at PyMC's records level, so ``.sel(category="b")``
+    works."""
+    model = categorical_model(dims=True)
+    trace = fixed_posterior(draws=20)
+    for augment in ("sums", "records"):
+        drawn = pmdp.sample_posterior_predictive(trace, model, augment=augment, random_seed=8)
+        predictive, observed = group(drawn, "posterior_predictive"), group(drawn, "observed_data")
+        assert predictive["category"].values.tolist() == ["a", "b", "c"], augment
+        assert observed["category"].values.tolist() == ["a", "b", "c"], augment
+        assert observed["s"].sel(category="b").item() == pytest.approx(12.1)
+        assert predictive["s"].sel(category="c").shape == (2, 20)
+
+
+def test_the_sums_level_leaves_out_the_dims_of_variables_not_drawn():
+    """A model coordinate that no release uses (``"group"``, of a parameter) is not a dim of the
+    predictive group, as at PyMC's records level: the group's dims are the releases'."""
+    import pytensor.tensor as pt
+
+    with pm.Model(coords={"category": ["a", "b", "c"], "group": ["g1", "g2"]}) as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        pm.Normal("g", dims="group")
+        n = pmdp.SampleSize("n", n_dp=CATEGORY_N, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Categorical.dist(p), n=n)
+        pmdp.PrivatizedSum(
+            "s", pt.eq(x[:, None], pt.arange(3)[None, :]), S_MECHANISM,
+            observed=np.array([8.2, 12.1, 19.6]), dims="category", check_sensitivity=False,
+        )  # fmt: skip
+    trace = _posterior(
+        p=np.broadcast_to(CATEGORY_P, (2, 5, 3)).copy(),
+        n=np.full((2, 5), CATEGORY_N),
+        g=np.zeros((2, 5, 2)),
+    )
+    for augment in ("sums", "records"):
+        drawn = pmdp.sample_posterior_predictive(trace, model, augment=augment, random_seed=9)
+        predictive = group(drawn, "posterior_predictive")
+        assert set(predictive.dims) == {"chain", "draw", "category"}, augment
+        assert "group" not in predictive.coords, augment
