@@ -142,8 +142,8 @@ def _piecewise(cuts: list, count, low: float, high: float, nodes: int, density):
     x, w = np.polynomial.legendre.leggauss(nodes)
     ones = pt.ones((count, 1), dtype="float64")
     columns = [pt.cast(c, "float64") + pt.zeros((count,), dtype="float64") for c in cuts]
-    inner = pt.sort(pt.clip(pt.stack(columns, axis=1), low, high), axis=1)
-    edges = pt.concatenate([low * ones, inner, high * ones], axis=1)
+    inner = [pt.sort(pt.clip(pt.stack(columns, axis=1), low, high), axis=1)] if cuts else []
+    edges = pt.concatenate([low * ones, *inner, high * ones], axis=1)
     half = 0.5 * (edges[:, 1:] - edges[:, :-1])
     middle = 0.5 * (edges[:, 1:] + edges[:, :-1])
     points = middle[:, :, None] + half[:, :, None] * x
@@ -348,19 +348,31 @@ def _clamp_polynomial(statistics, record) -> _ClampPolynomial | None:
 def _clamped_normal_raw_moments(mu, sigma, low: float, high: float, top: int) -> list:
     """``E[w^p]``, ``p = 0..top``, of ``w = clip(y, low, high)``, ``y ~ N(mu, sigma^2)``: the
     point masses at the bounds plus the truncated-normal integrals ``I_k = int_a^b z^k phi(z)``,
-    by ``I_k = (k - 1) I_{k-2} + a^{k-1} phi(a) - b^{k-1} phi(b)``."""
-    if np.isfinite(low) and np.isfinite(high):
-        a, b = (low - mu) / sigma, (high - mu) / sigma
-        phi_a, phi_b = _standard_normal_density(a), _standard_normal_density(b)
-        below, above = 0.5 * pt.erfc(-a / np.sqrt(2.0)), 0.5 * pt.erfc(b / np.sqrt(2.0))
-        integrals = [0.5 * (pt.erf(b / np.sqrt(2.0)) - pt.erf(a / np.sqrt(2.0))), phi_a - phi_b]
-        for k in range(2, top + 1):
-            integrals.append(
-                (k - 1) * integrals[k - 2] + a ** (k - 1) * phi_a - b ** (k - 1) * phi_b
-            )
-    else:  # no clamp: the normal's moments, E[z^k] = (k - 1)!! for even k
+    by ``I_k = (k - 1) I_{k-2} + a^{k-1} phi(a) - b^{k-1} phi(b)``. An infinite bound has no
+    mass and no boundary term (``clip(y, 0, inf)`` is clamped on one side only)."""
+    if not (np.isfinite(low) or np.isfinite(high)):  # no clamp: E[z^k] = (k - 1)!! for even k
         below = above = 0.0
         integrals = [float(_double_factorial(k - 1)) if k % 2 == 0 else 0.0 for k in range(top + 1)]
+    else:
+        ends = []  # (z, phi(z), erf(z / sqrt 2)) of each bound; None for an infinite one
+        for bound, infinite_erf in ((low, -1.0), (high, 1.0)):
+            if np.isfinite(bound):
+                z = (bound - mu) / sigma
+                ends.append((z, _standard_normal_density(z), pt.erf(z / np.sqrt(2.0))))
+            else:
+                ends.append((None, 0.0, infinite_erf))
+        (a, phi_a, erf_a), (b, phi_b, erf_b) = ends
+        below, above = 0.5 * (1.0 + erf_a), 0.5 * (1.0 - erf_b)
+        if a is not None:  # the complementary error function keeps the far tail's digits
+            below = 0.5 * pt.erfc(-a / np.sqrt(2.0))
+        if b is not None:
+            above = 0.5 * pt.erfc(b / np.sqrt(2.0))
+        integrals = [0.5 * (erf_b - erf_a), phi_a - phi_b]
+        for k in range(2, top + 1):
+            ends_term = (a ** (k - 1) * phi_a if a is not None else 0.0) - (
+                b ** (k - 1) * phi_b if b is not None else 0.0
+            )
+            integrals.append((k - 1) * integrals[k - 2] + ends_term)
     moments = []
     for p in range(top + 1):
         inner = sum(
@@ -368,8 +380,10 @@ def _clamped_normal_raw_moments(mu, sigma, low: float, high: float, top: int) ->
             for k in range(p + 1)
             if not (isinstance(integrals[k], float) and integrals[k] == 0.0)
         )
-        bounds = low**p * below + high**p * above if np.isfinite(low) else 0.0
-        moments.append(inner + bounds)
+        masses = (low**p * below if np.isfinite(low) else 0.0) + (
+            high**p * above if np.isfinite(high) else 0.0
+        )
+        moments.append(inner + masses)
     return moments
 
 

@@ -640,3 +640,16 @@ def test_building_blocks_defaults_are_the_documented_priors():
         normals=[[0.2, -0.3, 0.1]],
         uniforms=[1e-12],
     )
+
+
+def test_a_claimed_variable_may_be_given_as_its_value_variable():
+    """``vars`` may name a parameter by its (transformed) value variable, as PyMC's steps do: the
+    step claims the parameter itself and writes its new value on the transformed scale."""
+    model = bernoulli_model(30)
+    value = model.rvs_to_values[model["theta"]]
+    step = conjugate.ConjugateGibbs(
+        [value], lambda rng, records, values: {"theta": 0.25}, model=model
+    )
+    assert step.vars == [value]
+    point, _ = step.step(model.initial_point())
+    assert point["theta_logodds__"] == pytest.approx(math.log(0.25 / 0.75), rel=1e-12)

@@ -129,3 +129,26 @@ def test_lp_after_the_package_nuts_takes_its_lp_and_adds_the_release_terms(model
     with_interweave = augmentation_step(model, interweave=True, augment="records")
     assert with_interweave._parameter_lp_slot is None  # the move after NUTS changes the state
     assert with_interweave._log_density is not None
+
+
+def test_lp_at_the_sums_level_keeps_the_model_s_potentials():
+    """A ``pm.Potential`` on the parameters (here ``-1.5 theta``) is a term of the model's log
+    density at either level: at the sums level, where the records are summed out, it is kept
+    beside the prior and the law of the totals."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 2.0, 3.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
+        pmdp.PrivatizedSum("s", x, S_MECHANISM, observed=11.3)
+        pm.Potential("tilt", -1.5 * theta)
+    idata = pmdp.sample(model=model, augment="sums", random_seed=4, **SAMPLE)
+    posterior, stats = _draws(idata)
+    theta = posterior["theta"].values[0]
+    total = posterior["s_total"].values[0]
+    expected = (
+        st.beta(2.0, 3.0).logpdf(theta)
+        + np.log(theta * (1.0 - theta))
+        + st.binom(30, theta).logpmf(total)
+        + S_MECHANISM.logpdf(11.3 - total)
+        - 1.5 * theta
+    )
+    np.testing.assert_allclose(stats["lp"].values[0], expected, rtol=1e-7)
