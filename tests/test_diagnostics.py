@@ -96,6 +96,17 @@ def test_zero_delta_refuses_bad_guarantees(guarantee, error, match):
         zero_delta(guarantee)
 
 
+def _releases_model(*mechanisms):
+    """A table of ``n_dp = 50`` Normal records, each mechanism releasing ``sum clip(x, 0, 1)``."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0, 1)
+        n = pmdp.SampleSize("n", n_dp=50, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
+        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
+        for i, mechanism in enumerate(mechanisms):
+            pmdp.PrivatizedSum(f"s{i}", pt.clip(x, 0, 1), mechanism, observed=10.0)
+    return model
+
+
 @pytest.mark.parametrize(
     ("mechanisms", "guarantee", "delta"),
     [
@@ -112,13 +123,7 @@ def test_zero_delta_refuses_bad_guarantees(guarantee, error, match):
     ],
 )
 def test_a_tables_releases_are_composed_then_converted(mechanisms, guarantee, delta):
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, 1)
-        n = pmdp.SampleSize("n", n_dp=50, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
-        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
-        for i, mechanism in enumerate(mechanisms):
-            pmdp.PrivatizedSum(f"s{i}", pt.clip(x, 0, 1), mechanism, observed=10.0)
-    (row,) = pmdp.plugin_check(model).tables
+    (row,) = pmdp.plugin_check(_releases_model(*mechanisms)).tables
     assert row.guarantee == guarantee
     assert row.sums == ("s0", "s1")
     assert row.delta_s == pytest.approx(delta, abs=1e-10)
@@ -563,23 +568,13 @@ def test_the_large_n_sd_ratio_matches_an_exact_plug_in_and_unbounded_posterior()
 # --------------------------------------------------------------------------------------------------
 # what each setting reaches (a hand audit, issue 32)
 # --------------------------------------------------------------------------------------------------
-def _two_releases_model(*mechanisms):
-    with pm.Model() as model:
-        mu = pm.Normal("mu", 0, 1)
-        n = pmdp.SampleSize("n", n_dp=50, mechanism=pmdp.DiscreteLaplace(epsilon=1.0))
-        x = pmdp.Records("x", pm.Normal.dist(mu, 1), n=n)
-        for i, mechanism in enumerate(mechanisms):
-            pmdp.PrivatizedSum(f"s{i}", pt.clip(x, 0, 1), mechanism, observed=10.0)
-    return model
-
-
 def test_pure_and_zcdp_releases_keep_the_separate_conversion_when_it_is_smaller():
     """epsilon 3 and rho 0.01: converted separately, tanh(1.5) + sqrt(0.01 / 2) = 0.9759; composed
     in zCDP (rho 4.51), sqrt(1 - e^-4.51) = 0.9945. The smaller is the bound's delta_s."""
     separate = math.tanh(1.5) + math.sqrt(0.005)
     composed = math.sqrt(1 - math.exp(-4.51))
     assert separate < composed - 0.01
-    model = _two_releases_model(pmdp.Laplace(epsilon=3.0), pmdp.Gaussian(rho=0.01))
+    model = _releases_model(pmdp.Laplace(epsilon=3.0), pmdp.Gaussian(rho=0.01))
     (row,) = pmdp.plugin_check(model).tables
     assert row.guarantee == "epsilon=3 + rho=0.01"
     assert row.delta_s == pytest.approx(separate, rel=1e-12)
@@ -603,11 +598,11 @@ def test_an_epsilon_delta_release_counts_in_the_bound_alone_or_beside_others():
     """A release stating (1, 0.01)-DP gives delta_s = (0.02 + e - 1) / (e + 1) alone; beside a pure
     epsilon 0.5 and a rho 0.125 release it composes with the pure one to (1.5, 0.01)-DP and the
     rho one adds its own sqrt(0.125 / 2) (zCDP does not compose with (epsilon, delta)-DP)."""
-    (alone,) = pmdp.plugin_check(_two_releases_model(_ApproximateLaplace(scale=1.0))).tables
+    (alone,) = pmdp.plugin_check(_releases_model(_ApproximateLaplace(scale=1.0))).tables
     assert alone.guarantee == "epsilon=1, delta=0.01"
     assert alone.delta_s == pytest.approx(0.46749598569, abs=1e-10)
     assert alone.delta_s == pytest.approx(_approximate_delta(1.0, 0.01), rel=1e-12)
-    model = _two_releases_model(
+    model = _releases_model(
         _ApproximateLaplace(scale=1.0), pmdp.Laplace(epsilon=0.5), pmdp.Gaussian(rho=0.125)
     )
     (row,) = pmdp.plugin_check(model).tables

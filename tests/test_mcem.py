@@ -439,7 +439,8 @@ def test_starting_values_are_on_the_natural_scale(bounded_model):
         mcem(bounded_model, init={"theta": 1.5}, progressbar=False)
 
 
-def test_the_n_moves_asked_for_are_the_moves_made(unbounded_model, monkeypatch):
+def _count_sweeps(monkeypatch) -> list[int]:
+    """The ``n_moves`` of every sweep of the records' kernel from now on (the sweeps still run)."""
     from pymc_unbounded_dp import kernels
 
     made = []
@@ -450,6 +451,11 @@ def test_the_n_moves_asked_for_are_the_moves_made(unbounded_model, monkeypatch):
         return sweep(target, state, rng, n_moves)
 
     monkeypatch.setattr(kernels, "sweep", counted)
+    return made
+
+
+def test_the_n_moves_asked_for_are_the_moves_made(unbounded_model, monkeypatch):
+    made = _count_sweeps(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # one iteration: no convergence
         mcem(unbounded_model, n_moves=7, tune=3, max_iterations=1, random_seed=1, progressbar=False)
@@ -585,17 +591,9 @@ def _objective(model):
 
 
 def test_a_new_run_tunes_the_chain_for_tune_sweeps_at_the_initial_point(bounded_model, monkeypatch):
-    from pymc_unbounded_dp import kernels
     from pymc_unbounded_dp.mcem.start import start
 
-    made = []
-    sweep = kernels.sweep
-
-    def counted(target, state, rng, n_moves):
-        made.append(n_moves)
-        return sweep(target, state, rng, n_moves)
-
-    monkeypatch.setattr(kernels, "sweep", counted)
+    made = _count_sweeps(monkeypatch)
     objective = _objective(bounded_model)
     for tune in (0, 1, 5):
         made.clear()

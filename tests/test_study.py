@@ -670,18 +670,12 @@ def test_atus_replicates_are_new_releases_of_the_same_data(monkeypatch):
     assert study.simulate(0) is study.simulate(1)  # the survey is fixed; releases vary
 
 
-def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch):
-    import copy
+def _fake_mcem(calls: dict):
+    """A stand-in for ``mcem`` that keeps ``(model, random_seed)`` of its last call in
+    ``calls["last"]`` and returns a converged result of the regression's parameters."""
     from types import SimpleNamespace
 
-    import numpy as np
-
-    from pymc_unbounded_dp.examples import regression
-    from pymc_unbounded_dp.examples.study import mle
     from pymc_unbounded_dp.mcem import Convergence
-    from pymc_unbounded_dp.mechanisms import DiscreteLaplace
-
-    calls = {}
 
     def fake_mcem(model, random_seed=None, **options):
         calls["last"] = (model, random_seed)
@@ -691,6 +685,22 @@ def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch
             converged=Convergence("interior"), boundary=None, method="em",
             missing_information=0.5, reason="fake",
         )  # fmt: skip
+
+    return fake_mcem
+
+
+def test_mle_replicates_differ_and_records_name_the_data_they_fitted(monkeypatch):
+    import copy
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pymc_unbounded_dp.examples import regression
+    from pymc_unbounded_dp.examples.study import mle
+    from pymc_unbounded_dp.mechanisms import DiscreteLaplace
+
+    calls = {}
+    fake_mcem = _fake_mcem(calls)
 
     study = MLEStudy(epsilon_s=NOISELESS, epsilon_n=(0.5, math.inf), replicates=2, n=200)
     monkeypatch.setattr(
@@ -1014,21 +1024,11 @@ def test_mle_count_noise_is_fresh_per_replicate_and_scaled_by_epsilon_n(monkeypa
 
 def _run_mle_with_fake_mcem(study, monkeypatch):
     """``(fit, record, MCEM seed)`` per fit, ``mcem`` replaced by a fake."""
-    from types import SimpleNamespace
 
     from pymc_unbounded_dp.examples import regression
-    from pymc_unbounded_dp.mcem import Convergence
 
-    seeds = {}
-
-    def fake_mcem(model, random_seed=None, **options):
-        seeds["last"], seeds["model"] = random_seed, model
-        value = {"beta": [0.0, 0.0, 0.0], "tau": 1.0, "mu": [0.0, 0.0]}
-        return SimpleNamespace(
-            estimate=value, standard_error=value, mc_error=value,
-            converged=Convergence("interior"), boundary=None, method="em",
-            missing_information=0.5, reason="fake",
-        )  # fmt: skip
+    calls = {}
+    fake_mcem = _fake_mcem(calls)
 
     monkeypatch.setattr(sys.modules["pymc_unbounded_dp.mcem"], "mcem", fake_mcem)
     # the model's compilation is most of a fit's set-up; MCEM gets the release it was built from
@@ -1036,11 +1036,11 @@ def _run_mle_with_fake_mcem(study, monkeypatch):
     runs = []
     for fit in study.fits():
         record = study.run(fit)
-        release = seeds.pop("model")
+        release, seed = calls.pop("last")
         assert record["released"] == release.values.tolist(), fit.key  # the data it fitted
         assert record["n_dp"] == (None if fit.bounded else release.n_dp), fit.key
         assert record["n"] == release.n, fit.key
-        runs.append((fit, record, seeds.pop("last")))
+        runs.append((fit, record, seed))
     return runs
 
 
