@@ -638,10 +638,12 @@ def test_auto_compiles_the_move_from_numba_min_records_over_all_tables(sizes, co
 
 def test_an_iteration_without_steps_is_not_reported_as_compiled():
     """``interweave_compiled`` says a step ran in numba: not so in an iteration of no steps (the
-    move switched off, or before the records step's first write)."""
+    move switched off, or before the records step's first write). ``interweave_on`` says the
+    move ran, from one step on."""
     move = pmdp.Interweave(model=model_of("regression", True), backend="numba")
     assert not move._stats(0, 0)["interweave_compiled"]
     assert move._stats(3, 4)["interweave_compiled"] and move._stats(0, 1)["interweave_compiled"]
+    assert [move._stats(0, steps)["interweave_on"] for steps in (0, 1, 2)] == [False, True, True]
 
 
 def test_a_compiled_step_is_tuned_as_the_cheaper_one():
