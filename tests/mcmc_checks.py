@@ -20,6 +20,24 @@ EXACT_POSTERIOR_SAMPLING = {
 }
 
 
+def trace_of(groups: dict, **options):
+    """A trace of ``groups`` (group name -> dict of ``(chain, draw, ...)`` arrays, or an
+    ``xarray.Dataset``) as the installed ArviZ builds one: InferenceData before ArviZ 1.0, an
+    ``xarray.DataTree`` from it. ``options`` (``coords``, ``dims``) go to ``az.from_dict``."""
+    import arviz as az
+    import xarray as xr
+
+    datasets = {k: v for k, v in groups.items() if isinstance(v, xr.Dataset)}
+    if datasets:
+        assert len(datasets) == len(groups) and not options, "Datasets or arrays, not both"
+        if az.__version__.startswith("0."):
+            return az.InferenceData(**datasets)
+        return xr.DataTree.from_dict(datasets)
+    if az.__version__.startswith("0."):
+        return az.from_dict(**groups, **options)
+    return az.from_dict(groups, **options)
+
+
 def draws_of(idata, name: str) -> np.ndarray:
     """Posterior draws of ``name`` as ``(chain, draw, ...)`` for InferenceData or DataTree."""
     return np.asarray(idata["posterior"][name].values, dtype=float)

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pymc as pm
 import pytest
+from mcmc_checks import trace_of
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import release as rl
@@ -382,7 +383,6 @@ def test_the_reference_is_beyond_the_largest_budget_and_a_fit_pools_its_chains(
     """With the sampler faked (two chains, the second 1 above the first): the first release
     simulated, the reference's, has noise ten times smaller than at the largest budget (not the
     smallest), and each fit's mean and sd are of both chains' draws."""
-    import arviz as az
 
     from pymc_unbounded_dp import epsilon, sampling
     from pymc_unbounded_dp.epsilon import REFERENCE_FACTOR, _plan_at
@@ -396,9 +396,7 @@ def test_the_reference_is_beyond_the_largest_budget_and_a_fit_pools_its_chains(
 
     def fake_sample(draws, chains, **options):
         theta = np.linspace(0.1, 0.2, draws)[None, :] + np.arange(chains)[:, None] * 0.5
-        if az.__version__.startswith("0."):
-            return az.from_dict(posterior={"theta": theta})
-        return az.from_dict({"posterior": {"theta": theta}})
+        return trace_of({"posterior": {"theta": theta}})
 
     monkeypatch.setattr(epsilon, "simulate_release", recorded)
     monkeypatch.setattr(sampling, "sample", fake_sample)
@@ -520,7 +518,6 @@ def fake_fits(monkeypatch, posterior):
     """Make each fit of ``choose_epsilon`` return ``posterior(chains, draws)`` (a dict of draws)
     as a sums-level fit, without sampling; returns the seeds of the releases simulated and of
     the fits, in order."""
-    import arviz as az
 
     from pymc_unbounded_dp import epsilon, sampling
 
@@ -535,12 +532,8 @@ def fake_fits(monkeypatch, posterior):
         seen["chain"].append(random_seed)
         seen["tune"].append(tune)
         values = posterior(chains, draws)
-        if az.__version__.startswith("0."):
-            idata = az.from_dict(posterior=values)
-            idata.posterior.attrs["pmdp_augment"] = "sums"
-        else:
-            idata = az.from_dict({"posterior": values})
-            idata["posterior"].attrs["pmdp_augment"] = "sums"
+        idata = trace_of({"posterior": values})
+        idata["posterior"].attrs["pmdp_augment"] = "sums"
         return idata
 
     monkeypatch.setattr(epsilon, "simulate_release", recorded)
@@ -667,7 +660,7 @@ def test_a_matrix_parameters_labels_are_arviz_labels(plan, records, fake_risk, m
         return {"Phi": base + np.arange(4.0).reshape(1, 1, 2, 2) * 100}
 
     fake_fits(monkeypatch, draws_of)
-    labels = list(az.summary(az.from_dict(posterior=draws_of(1, 5)), kind="stats").index)
+    labels = list(az.summary(trace_of({"posterior": draws_of(1, 5)}), kind="stats").index)
     truth = {label: 100.0 * i + 2.0 for i, label in enumerate(labels)}
     made = pmdp.choose_epsilon(
         records, plan, model, [1.0], params="Phi", replicates=1, truth=truth, draws=5, tune=1,

@@ -11,7 +11,7 @@ import numpy as np
 import pymc as pm
 import pytest
 import xarray as xr
-from mcmc_checks import Z_LIMIT, assert_mean_and_spread_match
+from mcmc_checks import Z_LIMIT, assert_mean_and_spread_match, trace_of
 
 import pymc_unbounded_dp as pmdp
 
@@ -406,16 +406,12 @@ def categorical_model(dims: bool) -> pm.Model:
 
 def fixed_posterior(chains: int = 2, draws: int = 1500):
     """A trace whose every draw is ``p = CATEGORY_P``, ``n = CATEGORY_N``."""
-    import arviz as az
 
     posterior = {
         "p": np.broadcast_to(CATEGORY_P, (chains, draws, 3)).copy(),
         "n": np.full((chains, draws), CATEGORY_N, dtype=np.int64),
     }
-    try:
-        return az.from_dict(posterior=posterior)
-    except TypeError:  # ArviZ 1.x takes a dict of groups
-        return az.from_dict({"posterior": posterior})
+    return trace_of({"posterior": posterior})
 
 
 @pytest.mark.parametrize("dims", [True, False], ids=["declared dim", "no dim"])
@@ -519,11 +515,7 @@ def _two_tables(known_b: bool = False) -> pm.Model:
 
 
 def _posterior(**values):
-    import arviz as az
-
-    if az.__version__.startswith("0."):
-        return az.from_dict(posterior=values)
-    return az.from_dict({"posterior": values})
+    return trace_of({"posterior": values})
 
 
 def test_the_sums_level_draws_each_table_from_its_own_stream_and_keeps_the_draw_labels():
@@ -620,11 +612,12 @@ def test_the_sums_level_leaves_out_the_dims_of_variables_not_drawn():
             "s", pt.eq(x[:, None], pt.arange(3)[None, :]), S_MECHANISM,
             observed=np.array([8.2, 12.1, 19.6]), dims="category", check_sensitivity=False,
         )  # fmt: skip
-    trace = _posterior(
-        p=np.broadcast_to(CATEGORY_P, (2, 5, 3)).copy(),
-        n=np.full((2, 5), CATEGORY_N),
-        g=np.zeros((2, 5, 2)),
-    )
+    values = {
+        "p": np.broadcast_to(CATEGORY_P, (2, 5, 3)).copy(),
+        "n": np.full((2, 5), CATEGORY_N),
+        "g": np.zeros((2, 5, 2)),
+    }
+    trace = trace_of({"posterior": values}, coords={"group": ["g1", "g2"]}, dims={"g": ["group"]})
     for augment in ("sums", "records"):
         drawn = pmdp.sample_posterior_predictive(trace, model, augment=augment, random_seed=9)
         predictive = group(drawn, "posterior_predictive")

@@ -4,7 +4,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of
+from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of, trace_of
 from oracles import bernoulli_posterior, normal_posterior, two_variable_posterior
 from pytensor.link.vm import VMLinker
 
@@ -639,7 +639,6 @@ def test_the_latent_totals_move_to_the_posterior_each_shaped_like_its_own_releas
 ):
     """A release named ``a`` (a letter of ``total_z``) next to a histogram ``z``: each stat
     ``total_<name>`` becomes ``<name>_total`` with its own release's shape and values."""
-    import arviz as az
 
     from pymc_unbounded_dp._compile import compile_model
     from pymc_unbounded_dp.sampling import _record_level
@@ -647,15 +646,17 @@ def test_the_latent_totals_move_to_the_posterior_each_shaped_like_its_own_releas
     model, (step, _) = two_tables_at_the_sums_level
     totals_a = np.array([[4.0, 5.0]])
     totals_z = np.arange(6.0).reshape(1, 2, 3)
-    result = az.InferenceData(
-        posterior=xr_dataset({"theta": (("chain", "draw"), [[0.4, 0.5]])}),
-        sample_stats=xr_dataset(
-            {
-                "total_a": (("chain", "draw"), totals_a),
-                "total_z": (("chain", "draw", "total_z_dim_0"), totals_z),
-                "lp": (("chain", "draw"), [[-1.0, -2.0]]),
-            }
-        ),
+    result = trace_of(
+        {
+            "posterior": xr_dataset({"theta": (("chain", "draw"), [[0.4, 0.5]])}),
+            "sample_stats": xr_dataset(
+                {
+                    "total_a": (("chain", "draw"), totals_a),
+                    "total_z": (("chain", "draw", "total_z_dim_0"), totals_z),
+                    "lp": (("chain", "draw"), [[-1.0, -2.0]]),
+                }
+            ),
+        }
     )
     _record_level(result, compile_model(model), step)
     posterior = result["posterior"]
@@ -675,14 +676,13 @@ def xr_dataset(variables):
 def test_stacking_a_two_dimensional_release_labels_each_value_by_its_coordinates():
     """A release on a (row, column) grid, stored in either axis order: each point's label names
     its row and column and carries that cell's values."""
-    import arviz as az
     import xarray as xr
 
     values = np.arange(2 * 3 * 2 * 3, dtype=float).reshape(2, 3, 2, 3)  # chain, draw, row, col
     coords = {"chain": [0, 1], "draw": [0, 1, 2], "row": ["r0", "r1"], "col": ["c0", "c1", "c2"]}
     grid = xr.DataArray(values, dims=("chain", "draw", "row", "col"), coords=coords)
     for stored in (grid, grid.transpose("chain", "draw", "col", "row")):
-        idata = az.InferenceData(log_likelihood=xr.Dataset({"s": stored}))
+        idata = trace_of({"log_likelihood": xr.Dataset({"s": stored})})
         points = pmdp.stack_log_likelihood(idata)["log_likelihood"]["releases"]
         by_row = stored is grid  # labels name the coordinates in the stored order
         label = "s[r{i}, c{j}]" if by_row else "s[c{j}, r{i}]"
