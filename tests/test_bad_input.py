@@ -17,6 +17,7 @@ import pytest
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._graph import QUICK_MODE
 from pymc_unbounded_dp._registry import model_blocks
 from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.steps import RecordsStep
@@ -767,3 +768,88 @@ def test_equivalent_inputs_are_handled():
     dictionary = pd.DataFrame({"age": [30.0, 40.0, np.nan], "zip": [np.nan, np.nan, np.nan]})
     counts = pmdp.risk.consistent_counts(RECORDS, dictionary)
     assert counts.tolist() == [2, 2, 2]
+
+
+# --------------------------------------------------------------------------------------------------
+# labels of pandas releases, dims declared by length, the start of n, nested record contexts
+# --------------------------------------------------------------------------------------------------
+def histogram(observed, dims="k", build=None) -> pm.Model:
+    """Counts of 3 categories of 10 records released as ``s`` with ``dims`` (``build(model)``
+    first, e.g. to declare the dims)."""
+    with pm.Model() as model:
+        if build is not None:
+            build(model)
+        p = pm.Dirichlet("p", np.ones(3))
+        x = pmdp.Records("x", pm.Categorical.dist(p), n=10)
+        pmdp.PrivatizedSum(
+            "s",
+            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
+            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
+            observed=observed,
+            dims=dims,
+        )
+    return model
+
+
+def test_a_one_row_frame_does_label_the_release_with_its_columns():
+    """A one-row DataFrame of a 3-vector release: the row axis is dropped, the columns label
+    ``dims`` (as the index of a one-column DataFrame does)."""
+    frame = pd.DataFrame([[4.0, 3.0, 5.0]], columns=["north", "south", "west"])
+    model = histogram(frame)
+    assert model.coords["k"] == ("north", "south", "west")
+    assert model.rvs_to_values[model["s"]].data.tolist() == [4.0, 3.0, 5.0]
+    column = histogram(frame.T)
+    assert column.coords["k"] == ("north", "south", "west")
+
+
+def test_a_release_cut_from_a_longer_table_does_keep_its_row_labels():
+    """Rows 5..7 of a table (a ``RangeIndex`` from 5) label the release 5, 6, 7; a default index
+    (from 0) gives 0, 1, 2 as well."""
+    table = pd.Series(np.arange(10.0))
+    assert histogram(table.iloc[5:8]).coords["k"] == (5, 6, 7)
+    assert histogram(table.iloc[:3]).coords["k"] == (0, 1, 2)
+    with pytest.raises(ValueError, match=r"not the model's coords\['k'\]"):
+        histogram(table.iloc[5:8], build=lambda m: m.add_coords({"k": [0, 1, 2]}))
+
+
+def test_dims_declared_by_length_only_are_checked_against_the_release():
+    """``model.add_coord('k', length=...)`` declares a length without labels: a release of
+    that length is accepted, one of another length is refused naming both."""
+    model = histogram(np.array([4.0, 3.0, 5.0]), build=lambda m: m.add_coord("k", length=3))
+    assert model.named_vars_to_dims["s"] == ("k",)
+    with pytest.raises(ValueError, match="declares with 4 coordinates"):
+        histogram(np.array([4.0, 3.0, 5.0]), build=lambda m: m.add_coord("k", length=4))
+
+
+def test_the_start_of_n_is_exactly_the_edge_of_the_prior_support():
+    """For ``DiscreteUniform(lower, upper)`` (draws far from both edges), ``n`` starts at
+    ``lower`` for an ``n_dp`` below it and at ``upper`` for one above it."""
+    from pymc_unbounded_dp._inputs import initial_n
+
+    for lower in (1234, 5001, 77_777, 10**7 + 3):
+        upper = lower + 10**6 + 1
+        prior = pm.DiscreteUniform.dist(lower, upper)
+        assert initial_n(prior, 3.0, "test") == lower, lower
+        assert initial_n(prior, 4.0 * upper, "test") == upper, upper
+        assert initial_n(prior, lower + 17.4, "test") == lower + 17
+
+
+def test_nested_records_in_containers_does_keep_densities_open_until_the_outer_exit():
+    """A diagnostic that vouches for the records inside a step (or another diagnostic) must not
+    close the release densities when it is done: the flag goes back to what it was."""
+    from pymc_unbounded_dp._registry import records_in_containers
+    from pymc_unbounded_dp.errors import FrozenRecordsError
+
+    model = released()
+    imputing = model_blocks(model).imputing
+    logp = model.compile_logp(mode=QUICK_MODE)  # no C compilation: one-off evaluations
+    point = model.initial_point()
+    with records_in_containers(model):
+        with records_in_containers(model):
+            inner = float(logp(point))
+        outer = float(logp(point))  # still open
+        assert imputing.get_value()
+    assert inner == outer and np.isfinite(outer)
+    assert not imputing.get_value()
+    with pytest.raises(FrozenRecordsError):
+        logp(point)

@@ -1,13 +1,17 @@
 """The proposal functions' NumPy draws: same distributions as PyTensor's scipy-based samplers."""
 
+import warnings
+
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 import pytest
 from pymc.pytensorf import compile as compile_pymc
 from pytensor.compile.mode import Mode
 from scipy import stats
 
-from pymc_unbounded_dp._graph import _NUMPY_DRAWS, KERNEL_MODE
+from pymc_unbounded_dp._graph import _NUMPY_DRAWS, KERNEL_MODE, QUICK_MODE, polynomial_degree
+from pymc_unbounded_dp._ranges import statistic_range
 
 SIZE = 20_000
 
@@ -82,3 +86,117 @@ def test_normal_draws_are_numpys_own_bit_for_bit():
             draws = [fast(), fast()]
             expected = compile_pymc([], rv, random_seed=seed, mode=plain)
             np.testing.assert_array_equal(draws, [expected(), expected()])
+
+
+# --------------------------------------------------------------------------------------------------
+# ranges of statistics (``_ranges``) off the usual settings, and the degree of a statistic
+# --------------------------------------------------------------------------------------------------
+def _bounds(statistic, records=()):
+    """The bounds of each coordinate of one record's ``statistic``, as lists."""
+    found = statistic_range(statistic, list(records))
+    shape = tuple(statistic.type.shape[1:])
+    return (
+        np.broadcast_to(found.lower, shape).tolist(),
+        np.broadcast_to(found.upper, shape).tolist(),
+    )
+
+
+def _drawn_range(statistic, draws=200):
+    """The smallest and largest values of ``statistic`` over ``draws`` seeded draws."""
+    fn = compile_pymc([], statistic, random_seed=3, mode=QUICK_MODE)
+    values = np.stack([fn() for _ in range(draws)])
+    return values.min(), values.max()
+
+
+def test_integer_draws_do_exclude_their_high_end():
+    """``pt.random.integers(low, high)`` draws from ``low`` to ``high - 1``."""
+    with warnings.catch_warnings():
+        # PyTensor 3 warns that its random ops will return their rng (its own business)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        x = pt.random.integers(2, 6, size=50)
+    found = statistic_range(x, [x])
+    assert (float(found.lower), float(found.upper)) == (2.0, 5.0)
+    assert _drawn_range(x) == (2, 5)  # the bound is attained, and not exceeded
+
+
+def test_hypergeometric_records_are_bounded_by_the_successes_and_the_sample():
+    """HyperGeometric(N, k, n) counts successes among ``n`` drawn: at most ``min(k, n)``."""
+    for N, k, n, upper in [(10, 3, 5, 3), (10, 7, 5, 5), (20, 2, 9, 2)]:
+        x = pm.HyperGeometric.dist(N=N, k=k, n=n, size=4)
+        found = statistic_range(x, [x])
+        assert (float(found.lower), float(found.upper)) == (0.0, upper), (N, k, n)
+
+
+def test_a_cast_to_integers_does_truncate_toward_zero():
+    """``astype('int64')`` of values in [-2.5, 2.5] gives -2 .. 2, as NumPy's cast does."""
+    x = pm.Normal.dist(0, 1, size=5)
+    found = statistic_range(pt.clip(x, -2.5, 2.5).astype("int64"), [x])
+    expected = np.array([-2.5, 2.5]).astype("int64").tolist()
+    assert [float(found.lower), float(found.upper)] == expected == [-2, 2]
+
+
+def test_joined_statistics_do_keep_each_piece_at_its_coordinates():
+    """A piece with the same bounds on each of its coordinates counts all of them, along a
+    positive or a negative axis."""
+    X = pm.Normal.dist(0, 1, shape=(4, 2))
+    for axis in (1, -1):
+        joined = pt.concatenate([pt.clip(X, -1, 1), pt.clip(X[:, :1], 0, 3)], axis=axis)
+        assert _bounds(joined, [X]) == ([-1, -1, 0], [1, 1, 3]), axis
+        first_last = pt.concatenate([pt.clip(X[:, :1], 0, 3), pt.clip(X, -1, 1)], axis=axis)
+        assert _bounds(first_last, [X]) == ([0, -1, -1], [3, 1, 1]), axis
+
+
+def test_slices_of_a_statistic_with_shared_bounds_do_keep_the_bounds():
+    X = pm.Normal.dist(0, 1, shape=(4, 3))
+    clipped = pt.clip(X, -1, 2)
+    assert _bounds(clipped[:, 1:], [X]) == ([-1, -1], [2, 2])
+    assert _bounds(clipped[:, 2:3], [X]) == ([-1], [2])
+    found = statistic_range(clipped[:, 2], [X])
+    assert (float(found.lower), float(found.upper)) == (-1.0, 2.0)
+
+
+def test_maxima_and_minima_over_coordinates_do_bound_the_right_end():
+    """``max`` of coordinates in [-1, 1] and [0, 4] lies in [0, 4]; their ``min`` in [-1, 1]."""
+    X = pm.Normal.dist(0, 1, shape=(4, 2))
+    clamped = pt.clip(X, pt.as_tensor([-1.0, 0.0]), pt.as_tensor([1.0, 4.0]))
+    found = statistic_range(clamped.max(axis=1), [X])
+    assert (float(found.lower), float(found.upper)) == (0.0, 4.0)
+    found = statistic_range(clamped.min(axis=1), [X])
+    assert (float(found.lower), float(found.upper)) == (-1.0, 1.0)
+
+
+def test_a_division_by_a_range_with_zero_is_unbounded_unless_the_numerator_is_zero():
+    x, z = pm.Normal.dist(0, 1, size=5), pm.Normal.dist(0, 1, size=5)
+    for numerator in (pt.clip(x, 0, 1), pt.clip(x, -1, 0), pt.clip(x, 1, 2)):
+        found = statistic_range(numerator / pt.clip(z, -1, 1), [x, z])
+        assert not found.finite and found.unbounded
+        assert (float(found.lower), float(found.upper)) == (-np.inf, np.inf)
+    found = statistic_range((x * 0) / pt.clip(z, -1, 1), [x, z])
+    assert (float(found.lower), float(found.upper)) == (0.0, 0.0) and found.finite
+
+
+def test_a_clip_with_a_random_lower_bound_does_reach_its_highest_value():
+    """``clip(b, lower, 10)`` with ``b`` in [0, 1] and ``lower`` in [2, 3] is ``lower``."""
+    lower = pm.Uniform.dist(2, 3)
+    b = pm.Bernoulli.dist(0.5, size=5)
+    found = statistic_range(pt.clip(b, lower, 10), [b])
+    assert (float(found.lower), float(found.upper)) == (2.0, 3.0)
+    found = statistic_range(pt.clip(b, -1, lower), [b])  # the upper end: b itself
+    assert (float(found.lower), float(found.upper)) == (0.0, 1.0)
+
+
+def test_censored_records_do_keep_the_support_of_their_distribution():
+    """Censoring a Beta at -1 and 2 leaves it in [0, 1]; a normal's becomes [-1, 2]."""
+    beta = pm.Censored.dist(pm.Beta.dist(2, 2), lower=-1, upper=2, size=4)
+    normal = pm.Censored.dist(pm.Normal.dist(0, 1), lower=-1, upper=2, size=4)
+    found = statistic_range(pt.stack([beta, normal], axis=1), [beta, normal])
+    assert found.lower.tolist() == [0.0, -1.0] and found.upper.tolist() == [1.0, 2.0]
+
+
+def test_the_degree_of_a_division_by_the_variable_is_not_a_polynomial():
+    x = pt.vector("x")
+    assert polynomial_degree(x / 2.0, x) == 1
+    assert polynomial_degree((x * x) / 3.0 + x, x) == 2
+    assert polynomial_degree(x / x, x) is None
+    assert polynomial_degree(1.0 / (x + 1.0), x) is None
+    assert polynomial_degree((x**2) / pt.sqrt(x), x) is None
