@@ -119,15 +119,20 @@ def test_regression_priors_and_budget_split_are_the_papers(release):
     assert plan.mechanisms["s"].epsilon == pytest.approx(1.5)
 
 
-def test_the_regression_gibbs_step_draws_mu_given_phi_written_as_a_a_transpose(release):
+@pytest.fixture(scope="module")
+def gibbs_step(release):
+    """The conjugate step of the unbounded model (built once: constructing it compiles)."""
+    return regression.regression_gibbs_step(regression.regression_model(release[1]))
+
+
+def test_the_regression_gibbs_step_draws_mu_given_phi_written_as_a_a_transpose(gibbs_step):
     """``mu | x, Phi ~ N(P^-1 Phi sum x, P^-1)``, ``P = I + n Phi``, with ``Phi = A A'`` from the
     Bartlett pieces (``A = [[sqrt(c1), 0], [z, sqrt(c2)]]``): 4,000 updates at fixed records and
     pieces, each coordinate's mean and variance and their sum's variance. ``A' A`` instead
     (another matrix when ``z != 0``) moves the variances by a factor of 2 or more."""
     from mcmc_checks import assert_mean_and_spread_match
 
-    _, rel = release
-    step = regression.regression_gibbs_step(regression.regression_model(rel))
+    step = gibbs_step
     rng = np.random.default_rng(4)
     x = rng.normal([0.5, -1.0], 1.0, size=(5, 2))
     records = {"x1": x[:, 0], "x2": x[:, 1], "y": rng.normal(size=5)}
@@ -449,3 +454,154 @@ def test_suggested_n_moves_covers_the_plausible_range_of_n():
         values=np.zeros(9), n_dp=1003, epsilon_s=1.0, epsilon_n=1.0, n=1000
     )
     assert suggested_n_moves(rel) == 100
+
+
+# -- settings off the defaults: priors of n, public n, conditionals, the demo's bookkeeping ----------
+
+
+#: Python-linked, lightly rewritten graphs: a one-off log-density in well under a second.
+FAST = Mode(linker="py", optimizer="fast_compile")
+
+
+def _regression_release(n, n_dp):
+    return regression.RegressionRelease(
+        values=np.zeros(9), n_dp=n_dp, epsilon_s=1.0, epsilon_n=1.0, n=n
+    )
+
+
+def test_regression_n_prior_does_weight_the_latent_n():
+    """An ``n_prior`` given to the unbounded model is ``n``'s prior: the log-density of ``n``
+    changes between 30 and 31 by the Poisson(40) log-ratio (the flat default would give 0)."""
+    from scipy import stats
+
+    model = regression.regression_model(_regression_release(50, 57), n_prior=pm.Poisson.dist(40))
+    logp = model.compile_logp(vars=[model["n"]], mode=FAST)
+    point = model.initial_point()
+    ratio = logp({**point, "n": np.asarray(31)}) - logp({**point, "n": np.asarray(30)})
+    assert ratio == pytest.approx(np.diff(stats.poisson.logpmf([30, 31], 40))[0], abs=1e-6)
+
+
+def test_regression_records_are_bivariate_normal_with_precision_phi():
+    """The records' log-density (``x1`` then ``x2 | x1``) is that of ``N(mu, Phi^-1)`` at a point
+    with a strong correlation (``Phi_z = 1.5``), for three hand-picked records."""
+    from scipy import stats
+
+    model = regression.regression_model(_regression_release(3, 3), bounded=True)
+    x = np.array([[0.5, -2.0], [2.0, 1.0], [-1.0, 0.3]])
+    for j, name in enumerate(("x1", "x2")):
+        model.rvs_to_values[model[name]].set_value(x[:, j])
+    c1, c2, z, mu = 1.3, 0.4, 1.5, np.array([0.7, -0.4])
+    point = {
+        **model.initial_point(),
+        "mu": mu,
+        "Phi_c1_log__": np.log(c1),
+        "Phi_c2_log__": np.log(c2),
+        "Phi_z": np.asarray(z),
+    }
+    with records_in_containers(model):
+        logp = model.compile_logp(vars=[model["x1"], model["x2"]], mode=FAST)(point)
+    a = np.array([[np.sqrt(c1), 0.0], [z, np.sqrt(c2)]])
+    expected = stats.multivariate_normal(mu, np.linalg.inv(a @ a.T)).logpdf(x).sum()
+    assert logp == pytest.approx(expected, rel=1e-9)
+
+
+def test_regression_gibbs_step_draws_phi_given_mu_from_the_wishart_2_posterior(
+    gibbs_step, monkeypatch
+):
+    """With ``mu`` held at a fixed value, the step's ``Phi`` (rebuilt from the Bartlett pieces
+    it returns as ``A A'``) is ``Wishart(2 + n, (I + S)^-1)``, ``S = sum (x_i - mu)(x_i - mu)'``:
+    the mean and variance of each entry over 2,500 updates (5 records; a Wishart(3) prior moves
+    the means by 1/7, over 10 standard errors)."""
+    from mcmc_checks import assert_mean_and_spread_match
+
+    import pymc_unbounded_dp.conjugate as conjugate
+
+    step = gibbs_step
+    mu = np.array([0.3, -0.2])
+    monkeypatch.setattr(conjugate, "normal_mean", lambda rng, x, phi: mu)
+    rng = np.random.default_rng(8)
+    x = np.array([[0.5, -1.0], [1.5, 0.2], [-0.7, -0.9], [1.1, 1.4], [0.0, -2.0]])
+    records = {"x1": x[:, 0], "x2": x[:, 1], "y": rng.normal(size=5)}
+    values = {"Phi_c1": 1.0, "Phi_c2": 1.0, "Phi_z": 0.0}
+    draws = []
+    for _ in range(2500):
+        new = step.update(rng, records, values)
+        a = np.array([[np.sqrt(new["Phi_c1"]), 0.0], [new["Phi_z"], np.sqrt(new["Phi_c2"])]])
+        draws.append((a @ a.T)[[0, 1, 1], [0, 0, 1]])
+    draws = np.array(draws)
+    scale = np.linalg.inv(np.eye(2) + (x - mu).T @ (x - mu))
+    df = 2 + 5
+    for k, (i, j) in enumerate([(0, 0), (1, 0), (1, 1)]):
+        variance = df * (scale[i, j] ** 2 + scale[i, i] * scale[j, j])
+        assert_mean_and_spread_match(draws[None, :, k], df * scale[i, j], variance, f"Phi[{i},{j}]")
+
+
+def test_bounded_atus_model_does_read_the_public_n_not_n_dp():
+    release = atus.AtusRelease(values=-np.ones(3), n_dp=57, epsilon_s=1.0, epsilon_n=1.0, n=50)
+    model = atus.atus_model(release, bounded=True)
+    assert model.rvs_to_values[model["x"]].get_value().shape == (50, 3)
+    assert "n" not in model.named_vars and "n_dp" not in model.named_vars
+
+
+def _demo_result(bounded, n=40, n_dp=47):
+    from pymc_unbounded_dp.examples import demo
+
+    rng = np.random.default_rng(0)
+    release = regression.RegressionRelease(
+        values=rng.normal(size=9), n_dp=n_dp, epsilon_s=1.0, epsilon_n=0.5, n=n
+    )
+    return demo, demo.DemoResult(release, None, bounded, 1, "gibbs", 0.0)
+
+
+def test_demo_summary_does_compare_n_with_the_true_count():
+    """The summary's true ``n`` is the number of records, not the released ``n_dp``; an
+    interval ``[44, 50]`` of ``n`` around ``n_dp = 47`` does not cover the true ``n = 40``."""
+    from dataclasses import replace
+
+    from mcmc_checks import trace_of
+
+    demo, result = _demo_result(bounded=False)
+    rng = np.random.default_rng(1)
+    posterior = {
+        "beta": rng.normal(size=(1, 50, 3)),
+        "tau": rng.gamma(1.0, size=(1, 50)),
+        "mu": rng.normal(size=(1, 50, 2)),
+        "n": rng.integers(44, 51, size=(1, 50)),
+    }
+    table = demo.demo_summary(replace(result, idata=trace_of({"posterior": posterior})))
+    assert table.loc["n", "true"] == 40 and not table.loc["n", "covered"]
+    assert table.loc["beta[1]", "true"] == -1 and table.loc["tau", "true"] == 1
+
+
+def test_bounded_demo_release_does_publish_the_true_n():
+    demo, result = _demo_result(bounded=True)
+    released = demo.demo_release(result)
+    assert released["n"].value == 40 and released["n"].mechanism is None
+    unbounded = demo.demo_release(_demo_result(bounded=False)[1])
+    assert unbounded["n"].value == 47
+
+
+def test_census_scale_demo_does_release_with_the_budgets_given(monkeypatch):
+    """``fit_demo(augment="sums")``: the release is ``simulate_regression_release`` of ``n``
+    records with ``epsilon_s`` on the sums and ``epsilon_n`` on the count, from the data child
+    of ``seed`` (sampling stubbed out: the model it would fit is all that is checked)."""
+    import pymc_unbounded_dp.sampling as sampling
+    from pymc_unbounded_dp.examples import demo
+
+    fitted = []
+
+    def sample(**options):
+        fitted.append((pm.modelcontext(None), options))
+        return "idata"
+
+    monkeypatch.setattr(sampling, "sample", sample)
+    result = demo.fit_demo(augment="sums", n=3000, epsilon_s=2.0, epsilon_n=0.25, seed=4)
+    data_seed, chain_seed = np.random.SeedSequence(4).spawn(2)
+    expected = regression.simulate_regression_release(3000, 2.0, 0.25, seed=data_seed)
+    release = result.release
+    assert (release.epsilon_s, release.epsilon_n, release.n) == (2.0, 0.25, 3000)
+    np.testing.assert_array_equal(release.values, expected.values)
+    assert release.n_dp == expected.n_dp and release.mechanism.scale == pytest.approx(4.5)
+    model, options = fitted[0]
+    assert options["augment"] == "sums" and "n" in model.named_vars
+    assert options["random_seed"] == int(chain_seed.generate_state(1)[0])

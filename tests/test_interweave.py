@@ -1052,6 +1052,24 @@ def test_the_full_refresh_target_is_the_prior_and_every_released_count():
     assert log_p == pytest.approx(full_refresh_log_target(-0.8, drawn), abs=1e-6)
 
 
+def test_the_full_refresh_move_redraws_every_record_of_vector_valued_records():
+    """Records with a coordinate axis, ``(n, k) = (7, 2)``: each proposal redraws all ``n``
+    records (a count read from the wrong axis would draw ``k`` of them)."""
+    with pm.Model() as model:
+        mu = pm.Normal("mu", 0.0, 1.0, shape=2)
+        x = pmdp.Records("x", pm.MvNormal.dist(mu, np.eye(2)), n=7)
+        pmdp.PrivatizedSum(
+            "s", pt.clip(x, -1.0, 1.0), pmdp.Laplace(scale=1.0, sensitivity=2.0),
+            observed=[0.5, -0.5],
+        )  # fmt: skip
+    move = pmdp.Interweave(model=model, method="full-refresh")
+    records = [t.current_records() for t in compile_model(model).tables]
+    assert records[0][0].shape == (7, 2)
+    log_density, _, _ = move._target(model.initial_point(), records, np.zeros(2))
+    _, (drawn,) = log_density(np.array([0.3, -0.2]))
+    assert drawn.shape == (7, 2)
+
+
 def test_the_full_refresh_move_takes_a_smaller_max_steps():
     """The full-refresh move's automatic steps start at 1 and stay at most ``max_steps`` where
     that is below FULL_REFRESH_MAX_STEPS (5)."""

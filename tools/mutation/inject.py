@@ -70,7 +70,14 @@ def main(argv: list[str]) -> int:
     survived = 0
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
-        for part in ("pymc_unbounded_dp", "tests", "reference", "pyproject.toml"):
+        for part in (
+            "pymc_unbounded_dp",
+            "tests",
+            "reference",
+            "docs",
+            "README.md",
+            "pyproject.toml",
+        ):
             source = ROOT / part
             if source.is_dir():
                 shutil.copytree(
