@@ -13,6 +13,7 @@ import pandas as pd
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from release_models import histogram_model
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp import kernels
@@ -776,19 +777,7 @@ def test_equivalent_inputs_are_handled():
 def histogram(observed, dims="k", build=None) -> pm.Model:
     """Counts of 3 categories of 10 records released as ``s`` with ``dims`` (``build(model)``
     first, e.g. to declare the dims)."""
-    with pm.Model() as model:
-        if build is not None:
-            build(model)
-        p = pm.Dirichlet("p", np.ones(3))
-        x = pmdp.Records("x", pm.Categorical.dist(p), n=10)
-        pmdp.PrivatizedSum(
-            "s",
-            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
-            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
-            observed=observed,
-            dims=dims,
-        )
-    return model
+    return histogram_model(observed, dims=dims, build=build)
 
 
 def test_a_one_row_frame_does_label_the_release_with_its_columns():

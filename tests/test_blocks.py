@@ -4,6 +4,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
+from release_models import histogram_model
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
@@ -181,18 +182,7 @@ def test_steps_refuse_the_wrong_kind_of_model():
 
 def categories(observed, dims=None, coords=None, n_dp=60):
     """A histogram of three categories released from records with a latent n."""
-    with pm.Model(coords=coords) as model:
-        p = pm.Dirichlet("p", np.ones(3))
-        n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
-        x = pmdp.Records("x", pm.Categorical.dist(p), n=n)
-        pmdp.PrivatizedSum(
-            "s",
-            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
-            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
-            observed=observed,
-            dims=dims,
-        )
-    return model
+    return histogram_model(observed, dims=dims, coords=coords, n=("latent", n_dp))
 
 
 def test_pandas_and_xarray_releases_are_taken_as_pymc_takes_them():
