@@ -354,19 +354,16 @@ def _clamped_normal_raw_moments(mu, sigma, low: float, high: float, top: int) ->
         below = above = 0.0
         integrals = [float(_double_factorial(k - 1)) if k % 2 == 0 else 0.0 for k in range(top + 1)]
     else:
-        ends = []  # (z, phi(z), erf(z / sqrt 2)) of each bound; None for an infinite one
-        for bound, infinite_erf in ((low, -1.0), (high, 1.0)):
-            if np.isfinite(bound):
-                z = (bound - mu) / sigma
-                ends.append((z, _standard_normal_density(z), pt.erf(z / np.sqrt(2.0))))
-            else:
-                ends.append((None, 0.0, infinite_erf))
-        (a, phi_a, erf_a), (b, phi_b, erf_b) = ends
-        below, above = 0.5 * (1.0 + erf_a), 0.5 * (1.0 - erf_b)
-        if a is not None:  # the complementary error function keeps the far tail's digits
-            below = 0.5 * pt.erfc(-a / np.sqrt(2.0))
-        if b is not None:
-            above = 0.5 * pt.erfc(b / np.sqrt(2.0))
+        root2 = np.sqrt(2.0)
+        a = (low - mu) / sigma if np.isfinite(low) else None  # None: no bound on that side
+        b = (high - mu) / sigma if np.isfinite(high) else None
+        phi_a = _standard_normal_density(a) if a is not None else 0.0
+        phi_b = _standard_normal_density(b) if b is not None else 0.0
+        erf_a = pt.erf(a / root2) if a is not None else -1.0
+        erf_b = pt.erf(b / root2) if b is not None else 1.0
+        # the masses at the bounds, by the complementary error function (the far tail's digits)
+        below = 0.5 * pt.erfc(-a / root2) if a is not None else 0.0
+        above = 0.5 * pt.erfc(b / root2) if b is not None else 0.0
         integrals = [0.5 * (erf_b - erf_a), phi_a - phi_b]
         for k in range(2, top + 1):
             ends_term = (a ** (k - 1) * phi_a if a is not None else 0.0) - (

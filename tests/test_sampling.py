@@ -7,6 +7,7 @@ import pytest
 from mcmc_checks import assert_mean_matches, assert_moments_match, draws_of, trace_of
 from oracles import bernoulli_posterior, normal_posterior, two_variable_posterior
 from pytensor.link.vm import VMLinker
+from release_models import histogram_model
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._registry import records_in_containers
@@ -271,18 +272,8 @@ def labelled():
     import pandas as pd
 
     counts = pd.Series([30.0, 12.0, 18.0], index=pd.Index(["north", "south", "west"]))
-    with pm.Model() as model:
-        p = pm.Dirichlet("p", np.ones(3))
-        n_dp = pd.Series([62], index=["2020"])  # a filtered table's row
-        n = pmdp.SampleSize("n", n_dp=n_dp, mechanism=pmdp.DiscreteLaplace(epsilon=0.5))
-        x = pmdp.Records("x", pm.Categorical.dist(p), n=n)
-        pmdp.PrivatizedSum(
-            "s",
-            pt.stack([pt.eq(x, k) for k in range(3)], axis=1),
-            pmdp.Laplace(epsilon=1.0, sensitivity=3.0),
-            observed=counts,
-            dims="region",
-        )
+    n_dp = pd.Series([62], index=["2020"])  # a filtered table's row
+    model = histogram_model(counts, dims="region", n=("latent", n_dp))
     idata = pmdp.sample(
         model=model,
         draws=200,

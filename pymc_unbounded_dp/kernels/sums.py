@@ -199,9 +199,9 @@ def starting_latent(target: SumsTarget, n: int, rng: np.random.Generator) -> np.
     """A latent sum of ``n`` records close to the release: a chain's first state.
 
     Continuous or integer sums: the mean of the released coordinates (each releases the latent
-    sum), moved into the support (and rounded); counts: the non-negative least-squares fit of the released totals,
-    rounded to counts that add up to ``n`` (a fresh draw from the law when the release says
-    nothing about the counts). Any start is valid; a close one saves burn-in.
+    sum), moved into the support (and rounded); counts: the non-negative least-squares fit of
+    the released totals, rounded to counts that add up to ``n`` (a fresh draw from the law when
+    the release says nothing about the counts). Any start is valid; a close one saves burn-in.
     """
     family, k = target.family, target.matrix.shape[0]
     if n == 0:
