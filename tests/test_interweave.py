@@ -1081,6 +1081,22 @@ def test_the_full_refresh_move_takes_a_smaller_max_steps():
     assert (move._tuner.n_steps, move._tuner.max_steps) == (1, 3)
 
 
+def test_a_full_refresh_step_pays_when_it_moves_twice_as_far_as_the_rest_of_the_iteration():
+    """A full-refresh step redraws every record: it costs about half an iteration, so a step whose
+    whitened squared jump is twice the rest of the iteration's buys more than it costs and the
+    move stays on (PAY_MARGIN x 0.5 = 1 < 2); at three times the cost it would be switched off.
+    Kills the relative cost 0.5 -> 1.5 (interweave.py, twelfth session's mutation run)."""
+    from pymc_unbounded_dp.kernels import interweave as rw
+
+    model = full_refresh_model()
+    move = pmdp.Interweave(model=model)
+    move.start_chain(np.random.default_rng(0))
+    move.step(model.initial_point())
+    tuner = move._tuner
+    assert rw.steps_for(tuner.dimension, 2.0, tuner.max_steps, 1.0, tuner.relative_cost) >= 1
+    assert rw.steps_for(tuner.dimension, 0.9, tuner.max_steps, 1.0, tuner.relative_cost) == 0
+
+
 def test_a_new_chain_measures_no_jump_before_its_first_exit():
     """The tuner's 'rest of the iteration' jump needs the move's exit point of the iteration
     before in the same chain: a new chain's first update has none (not the last chain's)."""
