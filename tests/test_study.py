@@ -124,7 +124,7 @@ def test_coverage_is_the_share_of_covered_replicates_with_its_binomial_se_and_wi
 
 
 def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
-    """The default grid is the paper's Table 1 (epsilon_s 0.1, 1, 10; epsilon_n from 1e-4 to 10;
+    """The default grid is the paper's Table 1 (epsilon_s 1 and 0.1; epsilon_n from 1e-4 to 10;
     ATUS's from Section 6.2), and the fits' birth/death moves per iteration are a tenth of n_dp,
     at least 10, more where a tiny epsilon_n makes the count's noise wide."""
     from pymc_unbounded_dp.examples import regression as reg
@@ -132,6 +132,7 @@ def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
     from pymc_unbounded_dp.examples.study.regression import suggested_n_moves
 
     study = RegressionStudy()
+    assert study.epsilon_s == (1.0, 0.1)
     assert study.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
     atus = AtusStudy()  # the paper's Section 6.2 grid
     assert (atus.epsilon_s, atus.epsilon_n) == ((1.0, 10.0), (0.01, 0.1, 1.0, 10.0))
@@ -310,6 +311,15 @@ def test_the_quick_preset_yields_to_given_options_and_none_options_are_not_given
     assert (mixed.replicates, mixed.draws) == (3, 2000)
     full = make_study("regression")
     assert make_study("regression", replicates=None, tune=None) == full
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_every_quick_preset_is_a_valid_study_of_its_own_values(name):
+    """``pmdp reproduce NAME --quick``: each preset builds its study (whose checks refuse, e.g., a
+    zero budget) and the study holds the preset's values."""
+    study = make_study(name, quick=True)
+    for option, value in QUICK[name].items():
+        assert getattr(study, option) == value, option
 
 
 def test_an_interrupted_chain_raises_instead_of_returning_a_short_fit(monkeypatch):
@@ -1200,8 +1210,11 @@ class _Echo(Workload):
 def test_a_failed_fit_is_reported_by_its_key_not_stored_and_retried_by_a_rerun(
     tmp_path, monkeypatch, caplog
 ):
-    """The other fits are stored and counted; the failure names the fit; a rerun runs only it."""
+    """The other fits are stored and counted; the failure names the fit; a rerun runs only it,
+    its progress bar starting at the two fits already stored."""
     import logging
+
+    import tqdm.auto
 
     caplog.set_level(logging.CRITICAL, logger="distributed.worker")  # the failure, logged
     from distributed import Client, LocalCluster
@@ -1228,7 +1241,25 @@ def test_a_failed_fit_is_reported_by_its_key_not_stored_and_retried_by_a_rerun(
     assert re.fullmatch(r"2 fits in [\d.]+ min", log[-1]), log
     monkeypatch.setattr(_Echo, "failing", -1)
     log.clear()
-    done = running.run_study(study, store, progressbar=False, log=log.append)
+    bars = []
+
+    class Bar:  # what the progress bar is told: it starts at the fits already stored
+        def __init__(self, **options):
+            self.options, self.count = options, options["initial"]
+            bars.append(self)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def update(self):
+            self.count += 1
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    done = running.run_study(study, store, progressbar=True, log=log.append)
+    assert [(b.options["total"], b.options["initial"], b.count) for b in bars] == [(3, 2, 3)]
     assert [record["key"] for record in done] == keys
     assert log[0] == f"echo: 3 fits, 2 already in {store.fits}, 1 to run"
     assert re.fullmatch(r"1 fits in [\d.]+ min", log[-1]), log
