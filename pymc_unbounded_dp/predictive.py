@@ -115,7 +115,7 @@ def sample_posterior_predictive(
         result = _sums_predictive(
             trace, model, table_laws, names, random_seed, extend_inferencedata
         )
-        return _without_records(result, blocks)
+        return _without_records(_drawn_at(result, "sums"), blocks)
     with _release_draws_in_object_mode(blocks):
         result = pm.sample_posterior_predictive(
             trace,
@@ -126,7 +126,7 @@ def sample_posterior_predictive(
             progressbar=progressbar,
             **kwargs,
         )
-    return _without_records(result, blocks)
+    return _without_records(_drawn_at(result, "records"), blocks)
 
 
 def sample_prior_predictive(
@@ -277,7 +277,6 @@ def _sums_predictive(trace, model, table_laws, names, random_seed, extend_infere
     predictive = xr.Dataset(data, coords=coords)
     used = {d for v in predictive.data_vars.values() for d in v.dims}  # not other variables' dims
     predictive = predictive.drop_vars([c for c in predictive.coords if c not in used])
-    predictive.attrs["pmdp_augment"] = "sums"
     observed_data = xr.Dataset(observed)
     observed_data = observed_data.assign_coords(
         {d: predictive[d] for d in observed_data.dims if d in predictive.coords}
@@ -387,6 +386,15 @@ class _release_draws_in_object_mode(warnings.catch_warnings):
                 category=UserWarning,
             )
         return entered
+
+
+def _drawn_at(result, augment: str):
+    """Record in the ``posterior_predictive`` group's ``pmdp_augment`` the level that drew it."""
+    predictive = None if isinstance(result, dict) else _group(result, "posterior_predictive")
+    if predictive is not None:
+        predictive.attrs["pmdp_augment"] = augment
+        _set_group(result, "posterior_predictive", predictive)
+    return result
 
 
 def _without_records(result, blocks: ModelBlocks):

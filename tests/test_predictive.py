@@ -419,7 +419,7 @@ def fixed_posterior(chains: int = 2, draws: int = 1500):
 def test_a_vector_release_is_drawn_with_its_law_and_dims_at_either_level(dims, augment):
     """Given p and n, the predictive one-hot counts are Multinomial(n, p) plus Laplace noise per
     coordinate: mean n p_k, variance n p_k (1 - p_k) + 2 b^2. ``"auto"`` and ``"sums"`` draw at the
-    sums level (recorded in the group's attrs), ``"records"`` through PyMC; both keep the
+    sums level, ``"records"`` through PyMC (the group's ``pmdp_augment`` says which); both keep the
     release's shape ``(chain, draw, 3)`` and its dim (declared, or PyMC's ``s_dim_0``).
     Power: 3,000 draws give a mean's z-score of 1 for an error of ~0.06 (sd ~3.3 / sqrt(3000)),
     and a variance off by 10% (a slip that drops the noise's 2 b^2 = 2 from ~6.8-11.2) is a z of
@@ -430,7 +430,7 @@ def test_a_vector_release_is_drawn_with_its_law_and_dims_at_either_level(dims, a
     )
     drawn = group(predictive, "posterior_predictive")
     level = "records" if augment == "records" else "sums"
-    assert drawn.attrs.get("pmdp_augment", "records") == level
+    assert drawn.attrs["pmdp_augment"] == level
     dim = "category" if dims else "s_dim_0"
     assert drawn["s"].dims == ("chain", "draw", dim) and drawn["s"].shape == (2, 1500, 3)
     assert group(predictive, "observed_data")["s"].dims == (dim,)
@@ -454,7 +454,7 @@ def test_the_sums_level_refuses_what_it_cannot_draw_and_auto_falls_back(monkeypa
     fallback = pmdp.sample_posterior_predictive(
         trace, model, idata_kwargs={"log_likelihood": False}, random_seed=1
     )
-    assert "pmdp_augment" not in group(fallback, "posterior_predictive").attrs
+    assert group(fallback, "posterior_predictive").attrs["pmdp_augment"] == "records"
     # as many chains as draws: the draws are flattened chain by chain and shaped back
     wide = pmdp.sample_posterior_predictive(
         fixed_posterior(chains=3, draws=3), model, random_seed=1
