@@ -140,7 +140,13 @@ class _DiscreteCDF(Op):
 
 def _cdf(cdf: Callable, k: np.ndarray, params) -> np.ndarray:
     k = np.asarray(k, dtype=np.float64)
-    return np.where(k < 0, 0.0, cdf(np.maximum(k, 0.0), *params)).astype(np.float64)
+    f = np.where(k < 0, 0.0, cdf(np.maximum(k, 0.0), *params)).astype(np.float64)
+    if np.isnan(f).any():  # NaN never crosses u: the search would double its step forever
+        raise FloatingPointError(
+            "discrete_quantile: the CDF returned NaN at k = "
+            f"{k[np.isnan(f)][:3]} (a CDF must be defined, as 1, above its support)."
+        )
+    return f
 
 
 class _DiscreteQuantile(Op):
@@ -231,7 +237,7 @@ def discrete_quantile(cdf: Callable, u: np.ndarray, hint: np.ndarray, params) ->
 #: op's order).
 _DISCRETE_CDFS: dict[type, Callable] = {
     ptr.basic.PoissonRV: lambda k, mu: special.pdtr(k, mu),
-    ptr.basic.BinomialRV: lambda k, n, p: special.bdtr(k, n, p),
+    ptr.basic.BinomialRV: lambda k, n, p: special.bdtr(np.minimum(k, n), n, p),  # NaN above n
     ptr.basic.NegBinomialRV: lambda k, n, p: special.betainc(n, k + 1, p),
 }
 

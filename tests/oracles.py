@@ -33,12 +33,23 @@ def _normalise(log_w):
 
 
 def bernoulli_posterior(
-    s_dp, mechanism, a, b, n=None, n_dp=None, n_mechanism=None, log_prior_n=None, n_max=None
+    s_dp,
+    mechanism,
+    a,
+    b,
+    n=None,
+    n_dp=None,
+    n_mechanism=None,
+    log_prior_n=None,
+    n_max=None,
+    trials=1,
 ):
     """Exact posterior of ``theta ~ Beta(a, b)``, ``x_i ~ Bernoulli(theta)``, ``s_dp = sum x + e``.
 
     Bounded DP: give ``n``. Unbounded DP: give ``n_dp``, ``n_mechanism`` and ``log_prior_n``
     (a function of an integer array; ``None`` = flat on n >= 0); ``n`` is summed over 0..n_max.
+    ``trials``: records ``Binomial(trials, theta)`` instead (their sum is that of ``trials * n``
+    Bernoulli records).
 
     Returns a dict with ``theta_mean``, ``theta_var``, ``n_mean``, ``n_var`` and ``n_pmf``.
     """
@@ -50,8 +61,8 @@ def bernoulli_posterior(
         log_w_n = n_mechanism.logpdf(n_dp - ns)
         if log_prior_n is not None:
             log_w_n = log_w_n + log_prior_n(ns)
-    ks = np.arange(0, ns.max() + 1)
-    N, K = np.meshgrid(ns, ks, indexing="ij")
+    ks = np.arange(0, trials * ns.max() + 1)
+    N, K = np.meshgrid(trials * ns, ks, indexing="ij")
     log_w = log_w_n[:, None] + log_beta_binomial(K, N, a, b) + mechanism.logpdf(s_dp - K)
     w = _normalise(log_w)
     m1 = (a + K) / (a + b + N)

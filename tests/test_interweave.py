@@ -150,6 +150,34 @@ def bernoulli_oracle(bounded):
     return exact, {"theta": "theta"}
 
 
+# Binomial(3, theta) records (randomized PIT over a bounded support: the quantile search must
+# not step past the top, where SciPy's CDF is NaN); Laplace scale 8 against sqrt(36 * 0.24) = 2.9
+BINOMIAL = {"n": 12, "trials": 3, "scale": 8.0, "s_dp": 14.0, "prior": (2.0, 3.0)}
+
+
+def binomial_model(bounded):
+    with pm.Model() as model:
+        theta = pm.Beta("theta", *BINOMIAL["prior"])
+        x = pmdp.Records(
+            "x", pm.Binomial.dist(BINOMIAL["trials"], theta), n=sample_size(bounded, BINOMIAL["n"])
+        )
+        pmdp.PrivatizedSum(
+            "s", x, pmdp.Laplace(scale=BINOMIAL["scale"], sensitivity=3), observed=BINOMIAL["s_dp"]
+        )
+    return model
+
+
+def binomial_oracle(bounded):
+    exact = bernoulli_posterior(
+        BINOMIAL["s_dp"],
+        pmdp.Laplace(scale=BINOMIAL["scale"], sensitivity=3),
+        *BINOMIAL["prior"],
+        **unbounded_kwargs(bounded, BINOMIAL["n"], 60),
+        trials=BINOMIAL["trials"],
+    )
+    return exact, {"theta": "theta"}
+
+
 # Poisson records, lam ~ Gamma(3, 1); Laplace scale 15 against sqrt(20 * 2.5) = 7
 POISSON = {"n": 20, "scale": 15.0, "s_dp": 50.0, "prior": (3.0, 1.0)}
 
@@ -267,6 +295,7 @@ CASES = {
         bernoulli_oracle,
         {"x": None},
     ),
+    "binomial": (binomial_model, binomial_oracle, {"x": "randomized-pit"}),
 }
 
 

@@ -9,12 +9,13 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import pymc_unbounded_dp as pmdp
 from pymc_unbounded_dp._compile import compile_model
 from pymc_unbounded_dp._registry import records_in_containers
 from pymc_unbounded_dp.noncentred import (
+    _DISCRETE_CDFS,
     _DiscreteQuantile,
     _has,
     _is_discrete,
@@ -288,6 +289,40 @@ def test_discrete_quantile_at_the_cdf_values_themselves(mu, hints):
         discrete_quantile(counting(poisson_cdf), inner, hint[1:], [np.float64(mu)]), j[1:]
     )
     np.testing.assert_array_equal(brute_force_quantile(inner, mu), j[1:])
+
+
+PACKAGED_CDFS = {  # each CDF the package searches, with scipy's quantile and parameter grid
+    "poisson": ("PoissonRV", stats.poisson.ppf, [(0.3,), (4.0,), (60.0,)]),
+    "binomial": ("BinomialRV", stats.binom.ppf, [(3, 0.9), (3, 0.05), (1, 0.5), (20, 0.6)]),
+    "negative binomial": ("NegBinomialRV", stats.nbinom.ppf, [(2.5, 0.3), (0.7, 0.9)]),
+}
+
+
+@pytest.mark.parametrize("family", list(PACKAGED_CDFS))
+def test_each_packaged_cdf_gives_scipys_quantile_from_any_hint(family):
+    """Every u on a fine grid, from every hint 0..30: below the answer, at it, above it and
+    past the top of a bounded support (Binomial(3, 0.9) from hint 1: the doubling steps 2, 4 pass
+    n = 3, where SciPy's ``bdtr`` is NaN, which hung the search)."""
+    op_name, ppf, grid = PACKAGED_CDFS[family]
+    (cdf,) = [f for op, f in _DISCRETE_CDFS.items() if op.__name__ == op_name]
+    u = np.concatenate([np.linspace(0.001, 0.999, 60), [0.99, 1e-9, 1.0 - 1e-9]])
+    hints = np.arange(31)
+    uu, hh = (a.ravel() for a in np.meshgrid(u, hints))
+    for params in grid:
+        expected = ppf(uu, *params).astype(int)
+        k = discrete_quantile(counting(cdf), uu, hh, [np.asarray(p) for p in params])
+        np.testing.assert_array_equal(k, expected, err_msg=f"{family}{params}")
+
+
+def test_a_cdf_that_returns_nan_is_refused_not_searched_forever():
+    """NaN is never at or above u: a CDF undefined above its support must fail loudly."""
+    with pytest.raises(FloatingPointError, match="CDF returned NaN"):
+        discrete_quantile(
+            counting(lambda k, n, p: special.bdtr(k, n, p)),
+            np.array([0.99]),
+            np.array([1]),
+            [3, 0.9],
+        )
 
 
 def test_discrete_quantile_has_none_at_or_above_one():
