@@ -378,10 +378,10 @@ def _parse(text: str, where: str) -> Release:
             + (", ...)" if len(keys) > 10 else ")")
         )
         raise ValueError(f"{where} is not a {FORMAT} file: {found}.")
-    if document.get("version") != VERSION:
+    version = document.get("version")
+    if isinstance(version, bool) or version != VERSION:  # JSON's true is not version 1
         raise ValueError(
-            f"{where} has format version {document.get('version')}, this package reads version "
-            f"{VERSION}."
+            f"{where} has format version {version}, this package reads version {VERSION}."
         )
     try:
         budget, guarantee = document["budget"], document["guarantee"]
@@ -391,6 +391,7 @@ def _parse(text: str, where: str) -> Release:
                 f"{where} has budget {budget} and guarantee {guarantee}; expected one measure, "
                 "'epsilon' or 'rho', in both."
             )
+        stated = _file_number(guarantee[measure], "guarantee", where)
         neighbouring = check_neighbouring(document["neighbouring"], where)
         entries = {}
         for name, spec in document["values"].items():
@@ -402,7 +403,10 @@ def _parse(text: str, where: str) -> Release:
                     f"{error.args[0]!r} entry."
                 ) from None
         release = Release(
-            entries, neighbouring=neighbouring, measure=measure, budget=float(budget[measure])
+            entries,
+            neighbouring=neighbouring,
+            measure=measure,
+            budget=_file_number(budget[measure], "budget", where),
         )
     except KeyError as error:
         raise ValueError(
@@ -411,7 +415,7 @@ def _parse(text: str, where: str) -> Release:
     except (TypeError, AttributeError) as error:
         raise ValueError(f"{where} is not a valid release file ({error}).") from None
     composed = release.guarantee[measure]
-    if not math.isclose(guarantee[measure], composed, rel_tol=1e-12) or (
+    if not math.isclose(stated, composed, rel_tol=1e-12) or (
         composed > release.budget[measure] * (1 + 1e-9)
     ):
         raise ValueError(
@@ -419,6 +423,16 @@ def _parse(text: str, where: str) -> Release:
             f"compose to {measure}={composed}."
         )
     return release
+
+
+def _file_number(value, what: str, where: str) -> float:
+    """A budget or guarantee of a release file as a float; a string, a boolean or ``null`` is
+    refused with a message naming the file."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(
+            f"{where} is not a valid release file: its {what} is {value!r}, not a number."
+        )
+    return float(value)
 
 
 def _released_value(value, integer: bool) -> np.ndarray | None:

@@ -488,3 +488,42 @@ def test_the_demo_summary_counts_a_truth_on_an_interval_end_as_covered():
     result = demo.DemoResult(release, _fake_posterior(2, 50, values), False, 1, "gibbs", 1.0)
     table = demo.demo_summary(result)
     assert table["covered"].all(), table
+
+
+# -- found by the audit of the release file and the command line (2026-12-07) --------------------
+def test_demo_takes_up_to_max_records_records():
+    """``--records`` accepts the package's limit itself, 1e8 (the help says "up to 1e8")."""
+    args = cli.build_parser().parse_args(["demo", "--records", "1e8"])
+    assert args.records == cli.MAX_RECORDS == 10**8
+
+
+def test_the_advice_to_run_longer_counts_the_ess_over_all_chains(monkeypatch):
+    """Four chains of 1,000 draws with a bulk ESS of 100: the target is 100 per chain, 400, so
+    the chains must be 400 / 100 = 4 times longer: --draws 4000."""
+    from types import SimpleNamespace
+
+    table = pd.DataFrame(
+        {"true": [1.0], "mean": [1.0], "sd": [0.1], "lower": [0.8], "upper": [1.2],
+         "r_hat": [1.0], "ess_bulk": [100.0], "covered": [True]},
+        index=["tau"],
+    )  # fmt: skip
+    monkeypatch.setattr(demo, "demo_summary", lambda result: table)
+    out = io.StringIO()
+    args = SimpleNamespace(chains=4, draws=1000)
+    cli._print_demo_posterior(SimpleNamespace(seconds=1.0), args, "records", out)
+    text = " ".join(out.getvalue().split())
+    assert "bulk ESS < 400 (100 per chain) for tau" in text
+    assert "Run longer, e.g. --draws 4000." in text
+
+
+def test_a_quick_reproduction_has_a_default_folder_of_its_own(capsys, monkeypatch, tmp_path):
+    """Without ``--out`` a quick run goes to ``pmdp-out/reproduce-STUDY-quick``, a full one to
+    ``pmdp-out/reproduce-STUDY`` (with ``--report-only`` and no fits, the error names it)."""
+    monkeypatch.chdir(tmp_path)
+    for flags, folder in (["--quick"], "reproduce-regression-quick"), ([], "reproduce-regression"):
+        code, _, err = run(capsys, "reproduce", "regression", *flags, "--report-only")
+        assert code == 2 and f"no finished fits of this grid in '{Path('pmdp-out', folder)}'" in err
+    assert sorted(p.name for p in (tmp_path / "pmdp-out").iterdir()) == [
+        "reproduce-regression",
+        "reproduce-regression-quick",
+    ]

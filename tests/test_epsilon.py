@@ -699,3 +699,92 @@ def test_each_paragraph_names_the_shares_of_its_budget():
         first, last = EpsilonReport(table, ["a"], measure=measure).paragraphs()
         assert first.startswith(f"At {measure} = 0.5 (s: 0.375, n: 0.125), the analyst's")
         assert last.startswith(f"At {measure} = 4 (s: 3, n: 1), ")
+
+
+# -- found by the audit of the release file and the command line (2026-12-07) --------------------
+class ReachedChooseEpsilon(Exception):
+    """Raised by :func:`stop_at_choose_epsilon`'s stand-in: the command got that far."""
+
+
+def stop_at_choose_epsilon(monkeypatch) -> list[dict]:
+    """Replace ``choose_epsilon`` by a stand-in that records its keyword options and stops."""
+    from pymc_unbounded_dp import epsilon
+
+    calls = []
+
+    def stopped(*args, **options):
+        calls.append(options)
+        raise ReachedChooseEpsilon
+
+    monkeypatch.setattr(epsilon, "choose_epsilon", stopped)
+    return calls
+
+
+def test_the_frontier_plots_each_width_against_the_advantage():
+    """The x of each parameter's points is the attacker's advantage (not the risk column)."""
+    report = hand_made()
+    axes = report.plot().axes[0]
+    lines = [container.lines[0] for container in axes.containers]  # the errorbars' data lines
+    for line, label in zip(lines, ["a", "b"], strict=True):
+        assert list(line.get_xdata()) == [0.05, 0.15, 0.3, 0.45]
+        assert list(line.get_ydata()) == list(report.table[f"width({label})"])
+
+
+def test_the_reasons_and_paragraphs_name_the_right_budgets_and_errors():
+    """With no budget meeting the target the reason quotes the largest budget's widths with
+    their own standard errors (``width_se``), and each paragraph says it shrinks from the next
+    larger budget to its own."""
+    report = hand_made()
+    reason = report.recommend(target_width=0.05).reason
+    assert reason == (
+        "No epsilon of the grid meets the utility target (width(a) <= 0.05 and width(b) <= 0.05); "
+        "the largest, 2, gives width(a) = 0.2 ± 0.01, width(b) = 0.1 ± 0.03. Extend the grid "
+        "upwards, or accept wider intervals."
+    )
+    paragraphs = report.paragraphs()
+    for text, (smaller, larger) in zip(
+        paragraphs[:-1], [(0.25, 0.5), (0.5, 1), (1, 2)], strict=True
+    ):
+        assert f" Shrinking epsilon from {larger:g} to {smaller:g}: " in text, text
+    assert "Shrinking" not in paragraphs[-1]
+
+
+def test_the_command_passes_every_option_on_even_zero_tuning(monkeypatch, tmp_path):
+    """``--tune 0`` is no tuning (not the default), and the recommendation's targets and the
+    attacker's prior reach choose_epsilon as given."""
+    from pymc_unbounded_dp import cli
+
+    calls = stop_at_choose_epsilon(monkeypatch)
+    argv = ["epsilon", "--quick", "--tune", "0", "--target-width", "0.1"]
+    argv += ["--max-advantage", "0.2", "--prior", "0.3", "--out", str(tmp_path)]
+    with pytest.raises(ReachedChooseEpsilon):
+        cli.main(argv)
+    expected = {"tune": 0, "target_width": 0.1, "max_membership_advantage": 0.2, "prior": 0.3}
+    assert {k: calls[-1][k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("option", ["--max-advantage", "--prior", "--target-width"])
+def test_the_command_refuses_nan(capsys, monkeypatch, tmp_path, option):
+    """``nan`` is not a probability nor a width: a usage error before any fit is started."""
+    from pymc_unbounded_dp import cli, epsilon
+
+    def started(*args, **options):
+        raise AssertionError(f"{option} nan reached choose_epsilon")
+
+    monkeypatch.setattr(epsilon, "choose_epsilon", started)
+    code = cli.main(["epsilon", "--quick", "--workers", "1", option, "nan", "--out", str(tmp_path)])
+    assert code == 2 and option in capsys.readouterr().err
+
+
+def test_the_quick_and_the_full_run_write_to_folders_of_their_own(monkeypatch, tmp_path):
+    """Without ``--out``: ``pmdp-out/epsilon`` for the full run, ``pmdp-out/epsilon-quick`` for
+    ``--quick`` (a quick run never overwrites a full run's page)."""
+    from pymc_unbounded_dp import cli
+
+    stop_at_choose_epsilon(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for flags, folder in (["--quick"], "epsilon-quick"), ([], "epsilon"):
+        with pytest.raises(ReachedChooseEpsilon):
+            cli.main(["epsilon", *flags])
+        assert (tmp_path / "pmdp-out" / folder).is_dir(), flags
+    assert sorted(p.name for p in (tmp_path / "pmdp-out").iterdir()) == ["epsilon", "epsilon-quick"]

@@ -405,6 +405,31 @@ def test_a_release_file_round_trips_exactly(tmp_path):
             lambda d: (d.pop("format"), d.update({f"extra{i}": i for i in range(4)})),
             r"\(its entries: version, .*, extra3\)\.",
         ),
+        # found by the audit of the release file and the command line (2026-12-07): a file that
+        # does not say its neighbouring relation is refused, not read as add/remove
+        (
+            lambda d: d.pop("neighbouring"),
+            r"`text` is not a valid release file: it has no 'neighbouring' entry\.",
+        ),
+        # a budget or guarantee that is not a number: refused naming the file (they raised a
+        # bare TypeError or "could not convert string to float"), and JSON's true is no version
+        (
+            lambda d: d["guarantee"].update(epsilon="1.0"),
+            r"`text` is not a valid release file: its guarantee is '1\.0', not a number\.",
+        ),
+        (
+            lambda d: d["guarantee"].update(epsilon=None),
+            r"`text` is not a valid release file: its guarantee is None, not a number\.",
+        ),
+        (
+            lambda d: d["budget"].update(epsilon="abc"),
+            r"`text` is not a valid release file: its budget is 'abc', not a number\.",
+        ),
+        (
+            lambda d: d["budget"].update(epsilon=True),
+            r"`text` is not a valid release file: its budget is True, not a number\.",
+        ),
+        (lambda d: d.update(version=True), r"`text` has format version True, this package reads"),
     ],
 )
 def test_a_tampered_release_file_is_refused(edit, message):
@@ -1123,3 +1148,41 @@ def test_a_value_released_exactly_has_no_share_of_the_budget():
     assert rel["n"].share is None and loaded["n"].share is None
     assert rel["s"].share == loaded["s"].share == 0.5
     assert json.loads(rel.to_json())["values"]["n"]["share"] is None
+
+
+# -- found by the audit of the release file and the command line (2026-12-07) --------------------
+def test_a_file_calibrated_above_its_bounds_and_under_its_budget_loads_and_saves_as_it_is():
+    """A hand-written file whose Laplace noise is calibrated to sensitivity 18 (twice the bounds'
+    9, scale doubled: the same epsilon) and whose budget, 2, is above the guarantee, 1, is valid:
+    it loads with the mechanism it states (not the bounds' sensitivity) and the budget it states
+    (not the guarantee), and saved again it says the same."""
+    rel = rl.Plan([rl.Statistic("s", REG_LOWER, REG_UPPER), rl.Count("n")], epsilon=1.0).release(
+        sums={"s": np.zeros(9)}, n=10
+    )
+    document = json.loads(rel.to_json())
+    scale = rel["s"].mechanism.scale
+    document["values"]["s"]["mechanism"].update(sensitivity=18.0, scale=2 * scale)
+    document["budget"] = {"epsilon": 2.0}
+    loaded = rl.Release.from_json(json.dumps(document))
+    assert loaded["s"].mechanism == pmdp.Laplace(scale=2 * scale, sensitivity=18.0)
+    assert loaded["s"].sensitivity == 9.0  # what the bounds give
+    assert loaded.budget == {"epsilon": 2.0} and loaded.guarantee == rel.guarantee
+    again = json.loads(loaded.to_json())
+    assert again["values"]["s"]["mechanism"]["sensitivity"] == 18.0
+    assert again["values"]["s"]["mechanism"]["scale"] == 2 * scale
+    assert again["budget"] == {"epsilon": 2.0}
+    assert rl.Release.from_json(loaded.to_json())["s"].mechanism == loaded["s"].mechanism
+
+
+def test_a_rho_release_describes_its_l2_sensitivities():
+    """The table of a rho plan heads its sensitivity column L2, the norm of its values (sqrt 2
+    for two coordinates in [-1, 1], 1 for the count), and states the zCDP composition."""
+    plan = rl.Plan([rl.Statistic("s", [-1.0, -1.0], 1.0), rl.Count("n")], rho=0.5)
+    lines = plan.describe().splitlines()
+    assert "sensitivity (l2)" in lines[0] and "l1" not in lines[0]
+    assert lines[1].split()[:4] == ["s", "sum", "(2,)", "1.41421"]
+    assert lines[2].split()[:4] == ["n", "count", "()", "1"]
+    assert lines[-1].startswith("guarantee: rho = 0.5 under add/remove neighbours (zCDP")
+    assert rl.Release.from_json(plan.release(sums={"s": [0.0, 0.0]}, n=3).to_json()).describe() == (
+        plan.describe()
+    )
