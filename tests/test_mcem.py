@@ -663,3 +663,91 @@ def test_the_not_converged_warning_points_at_the_callers_line(bounded_model):
         line = inspect.currentframe().f_lineno - 1
     hits = [(w.filename, w.lineno) for w in caught if "did not converge" in str(w.message)]
     assert hits == [(__file__, line)]
+
+
+def _result_of(estimate: dict) -> MCEMResult:
+    """A result built by hand: the given estimates, and as ``standard_error``, ``mc_error`` and
+    ``standard_error_mc_error`` the estimates plus 100, 200 and 300."""
+    import xarray as xr
+
+    from pymc_unbounded_dp.mcem import MCEMState
+
+    def plus(offset):
+        return {name: np.asarray(value, dtype=float) + offset for name, value in estimate.items()}
+
+    size = sum(np.size(value) for value in estimate.values())
+    return MCEMResult(
+        estimate=plus(0.0),
+        standard_error=plus(100.0),
+        covariance=np.eye(size),
+        mc_error=plus(200.0),
+        standard_error_mc_error=plus(300.0),
+        history=xr.Dataset(),
+        converged=Convergence.BUDGET,
+        reason="the budget was spent",
+        method="em",
+        missing_information=0.5,
+        boundary=None,
+        loglik=math.nan,
+        state=MCEMState(None, np.zeros(size), 10, tuple(estimate), "em"),
+    )
+
+
+def test_print_lists_eight_elements_and_says_how_many_more_only_beyond_eight():
+    """``print(result)`` shows at most 8 parameter elements: 8 are all shown with no note, of 9
+    the ninth is announced as '1 more elements'."""
+    eight = repr(_result_of({"beta": np.arange(8.0)}))
+    assert "more elements" not in eight
+    assert eight.splitlines()[-2].startswith("beta[7] ")
+    nine = repr(_result_of({"beta": np.arange(9.0)}))
+    assert nine.splitlines()[-3].startswith("beta[7] ") and "beta[8]" not in nine
+    assert nine.splitlines()[-2] == "... 1 more elements: fit.summary()"
+
+
+def test_a_matrix_parameters_elements_are_labelled_in_row_major_order():
+    """``Phi`` of shape (2, 3) holding 0..5 in C order: ``Phi[i,j]`` is ``3 i + j`` in the summary
+    (estimate, se = +100, mc_error = +200, se_mc_error = +300) and in the print."""
+    fit = _result_of({"Phi": np.arange(6.0).reshape(2, 3), "sigma": 7.0})
+    table = fit.summary()
+    labels = ["Phi[0,0]", "Phi[0,1]", "Phi[0,2]", "Phi[1,0]", "Phi[1,1]", "Phi[1,2]", "sigma"]
+    assert list(table.index) == labels
+    expected = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 7.0])
+    for column, offset in (("estimate", 0), ("se", 100), ("mc_error", 200), ("se_mc_error", 300)):
+        np.testing.assert_array_equal(table[column].to_numpy(), expected + offset)
+    rows = {line.split()[0]: line.split()[1:] for line in repr(fit).splitlines()[2:-1]}
+    assert rows["Phi[0,2]"] == ["2", "102", "202"] and rows["Phi[1,0]"] == ["3", "103", "203"]
+
+
+def test_summary_refuses_a_probability_of_zero_or_one():
+    """The Wald interval needs ``0 < prob < 1``: at 1 it would be infinite, at 0 empty."""
+    fit = _result_of({"mu": 1.0})
+    for prob in (0, 0.0, 1, 1.0):
+        with pytest.raises(ValueError, match=r"summary: `prob` must be in \(0, 1\)"):
+            fit.summary(prob=prob)
+    assert fit.summary(prob=0.999).loc["mu", "upper"] < math.inf
+
+
+def test_the_history_keeps_the_continued_runs_rows_and_marks_absent_statistics_nan():
+    """:func:`history`: an EM row and a simulated row each lack the other's statistics (NaN, not
+    0); a continued run appends its rows after the previous ones, and one that recorded no
+    iteration keeps the previous history whole."""
+    from pymc_unbounded_dp.mcem.objective import Layout
+    from pymc_unbounded_dp.mcem.result import history
+
+    layout = Layout.of(["mu"], [()])
+    rows = [
+        {"iteration": 1, "method": "em", "n_samples": 10, "mu": 0.5, "distance": 0.3},
+        {"iteration": 2, "method": "simulated", "n_samples": 100, "mu": 0.6, "simulated_loglik": -4.0},
+    ]  # fmt: skip
+    first = history(rows, layout, None)
+    assert list(first["iteration"].values) == [1, 2]
+    assert list(first["method"].values) == ["em", "simulated"]
+    np.testing.assert_array_equal(first["distance"].values, [0.3, np.nan])
+    np.testing.assert_array_equal(first["simulated_loglik"].values, [np.nan, -4.0])
+    np.testing.assert_array_equal(first["mu"].values, [0.5, 0.6])
+    more = [{"iteration": 3, "method": "simulated", "n_samples": 200, "mu": 0.7, "simulated_loglik": -3.5}]  # fmt: skip
+    continued = history(more, layout, first)
+    assert list(continued["iteration"].values) == [1, 2, 3]
+    np.testing.assert_array_equal(continued["mu"].values, [0.5, 0.6, 0.7])
+    np.testing.assert_array_equal(continued["distance"].values, [0.3, np.nan, np.nan])
+    assert history([], layout, first).equals(first)

@@ -50,8 +50,8 @@ class MembershipRisk:
         value seen on the quadrature grid, not a proof.
     epsilon_bound : float
         ``exp(epsilon)`` of the plan's pure epsilon-DP guarantee, the bound on the posterior odds
-        factor for every record; ``inf`` for a ``rho`` (zCDP) plan or a stated ``delta``, which
-        bound no factor (``release.approx_dp(rho, delta)`` gives the epsilon that holds except with
+        factor for every record; ``inf`` for a ``rho`` (zCDP) plan or a stated ``delta``, and
+        for a plan releasing exactly a value that a neighbour moves, which bound no factor (``release.approx_dp(rho, delta)`` gives the epsilon that holds except with
         probability ``delta``).
     lower, upper : float
         Rigorous bounds on ``risk`` (up to floating-point rounding), equal when exact.
@@ -152,7 +152,13 @@ def _plan_values(plan, owner: str, relations: tuple[str, ...]) -> _Values:
         for mechanism in mechanisms.values():
             for key, value in ({} if mechanism is None else mechanism.privacy).items():
                 guarantee[key] = guarantee.get(key, 0.0) + value
-        return _Values(statistics, mechanisms, None, _exp_epsilon(guarantee))
+        exact_and_moving = any(  # a value released exactly that a neighbour moves: no bound
+            mechanism is None
+            and min(statistics[name].sensitivity("l1", relation) for relation in relations) > 0
+            for name, mechanism in mechanisms.items()
+        )
+        bound = math.inf if exact_and_moving else _exp_epsilon(guarantee)
+        return _Values(statistics, mechanisms, None, bound)
     raise TypeError(
         f"{owner}: `plan` must be a pmdp.release.Plan, a Release, or a dict {{name: (Statistic, "
         f"Mechanism or None)}}; got {type(plan).__name__}."

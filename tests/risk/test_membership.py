@@ -523,3 +523,66 @@ def test_a_release_and_a_dict_of_pairs_give_the_plans_risk():
     assert risk.membership_risk(pairs, {"s": 2}, 0.4) == expected
     with pytest.raises(TypeError, match=r"`plan`\['s'\] must be a pair"):
         risk.membership_risk(dict(plan.mechanisms), {"s": 2})
+
+
+def test_a_replace_one_release_needs_a_replacement_as_its_plan_does():
+    """A Release keeps its plan's neighbouring relation: replace-one (``n`` public) needs the
+    record that replaces the target, and with it the risk is the plan's. Without the relation the
+    release would be taken as add/remove and the target compared with its absence."""
+    plan = rl.Plan(
+        [rl.Statistic("s", 0, 3, integer=True), rl.Count("n")],
+        epsilon=1.0,
+        neighbouring="replace-one",
+    )
+    release = plan.release(sums={"s": 10}, n=8, sampler="pmdp")
+    expected = risk.membership_risk(plan, {"s": 3}, 0.4, replacement={"s": 0})
+    assert expected.neighbouring == "replace-one"
+    assert risk.membership_risk(release, {"s": 3}, 0.4, replacement={"s": 0}) == expected
+    with pytest.raises(ValueError, match="pass `replacement=`"):
+        risk.membership_risk(release, {"s": 3}, 0.4)
+
+
+def test_a_releases_integer_statistic_takes_integer_records_only():
+    """The statistics read back from a Release keep ``integer=True``: a record of 1.5 for a count
+    of integers released with discrete noise is refused, as it is for the plan."""
+    plan = rl.Plan([rl.Statistic("s", 0, 3, integer=True), rl.Count("n")], epsilon=1.0)
+    release = plan.release(sums={"s": 10}, n=8, sampler="pmdp")
+    for given in (plan, release):
+        with pytest.raises(ValueError, match=r"`record`\['s'\] must be integer-valued"):
+            risk.membership_risk(given, {"s": 1.5}, 0.4)
+
+
+def test_a_vector_record_with_one_coordinate_outside_the_bounds_is_refused():
+    """Every coordinate is checked against the bounds ``[0, 4] x [-2, 2]``: ``[2, 3]`` (the second
+    above 2) and ``[-1, 0]`` (the first below 0) are refused though their other coordinate lies
+    within, for membership_risk's record and attribute_risk's candidates alike."""
+    plan = rl.Plan([rl.Statistic("s", [0, -2], [4, 2]), rl.Count("n")], epsilon=1.0)
+    for record in ({"s": [2, 3]}, {"s": [-1, 0]}):
+        with pytest.raises(ValueError, match=r"`record`\['s'\] = .* outside the plan's declared"):
+            risk.membership_risk(plan, record)
+        with pytest.raises(ValueError, match=r"`candidates\[1\]`\['s'\] = .* outside the plan's"):
+            risk.attribute_risk(plan, [{"s": [1, 1]}, record])
+
+
+def test_an_exactly_released_value_that_moves_leaves_no_epsilon_bound():
+    """A dict plan releasing a sum exactly: its guarantee cannot bound the odds (the sum moves
+    between neighbours), so ``epsilon_bound`` is ``inf``, never below the posterior odds bound;
+    a count released exactly under replace-one does not move and keeps the sum's ``e``."""
+    exact_sum = {
+        "s": (rl.Statistic("s", 0, 3, integer=True), None),
+        "n": (rl.Count("n"), pmdp.DiscreteLaplace(epsilon=1.0)),
+    }
+    r = risk.membership_risk(exact_sum, {"s": 2})
+    assert math.isinf(r.posterior_odds_bound) and math.isinf(r.epsilon_bound)
+    exact_count = {
+        "s": (
+            rl.Statistic("s", 0, 3, integer=True),
+            pmdp.DiscreteLaplace(epsilon=1.0, sensitivity=3),
+        ),
+        "n": (rl.Count("n"), None),
+    }
+    r = risk.membership_risk(exact_count, {"s": 2}, replacement={"s": 0})
+    assert r.epsilon_bound == pytest.approx(math.e, rel=1e-12)
+    assert r.posterior_odds_bound <= r.epsilon_bound * (1 + 1e-12)
+    unbounded = risk.membership_risk(exact_count, {"s": 2})  # add/remove: the count moves
+    assert math.isinf(unbounded.epsilon_bound)

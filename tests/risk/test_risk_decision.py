@@ -133,6 +133,19 @@ def test_optimal_rule_by_hand(records, dictionaries):
     assert best.rule.equals(next(iter(risk.enumerate_rules(records, 1, "per_record"))))
 
 
+def test_optimal_rule_counts_and_caps_the_family_it_searches(records, dictionaries):
+    """``n_rules`` and ``max_rules`` are those of the family searched: 2 cells in total of the
+    2 x 2 table are C(4, 2) = 6 rules (per record, 2 attributes each: 1 rule). Of the six, r1's age
+    with r2's zip (rule C, 5/12) beats both cells of one record (1 and 1/4: 5/8)."""
+    best = risk.optimal_rule(records, dictionaries[0], ONE, 2, "total", max_rules=6)
+    assert best.n_rules == 6
+    assert best.risk == pytest.approx(5 / 12)
+    assert best.rule.equals(make_rule(records, RULES["C"]))
+    with pytest.raises(ValueError, match=r"would evaluate 6 rules, more than `max_rules`=5"):
+        risk.optimal_rule(records, dictionaries[0], ONE, 2, "total", max_rules=5)
+    assert risk.optimal_rule(records, dictionaries[0], ONE, 2, max_rules=1).n_rules == 1
+
+
 FAMILY_CASES = [
     ("total", 2, lambda mask, k: mask.sum() == k),
     ("per_record", 2, lambda mask, k: (mask.sum(axis=1) == k).all()),

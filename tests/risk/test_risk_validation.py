@@ -113,6 +113,22 @@ def test_k_larger_than_number_of_attributes(records, weights):
         risk.count_rules(records, 10, "total")
 
 
+def test_k_of_the_per_attribute_family_is_bounded_by_the_records_not_the_attributes(records):
+    """Per attribute, ``k`` counts records: 4 records of 2 attributes take k = 3 (C(4, 3)^2 = 16
+    rules, 3 records disclosed in each attribute), while 2 records of 3 attributes take no k
+    above 2 (one rule, everything disclosed, at k = 2)."""
+    tall = pd.DataFrame({"age": [30, 40, 50, 60], "zip": list("abcd")})
+    assert risk.count_rules(tall, 3, "per_attribute") == 16
+    assert len(list(risk.enumerate_rules(tall, 3, "per_attribute"))) == 16
+    assert risk.random_rule(tall, 3, "per_attribute", seed=0).sum(axis=0).tolist() == [3, 3]
+    wide = records.iloc[:2]
+    assert [rule.all().all() for rule in risk.enumerate_rules(wide, 2, "per_attribute")] == [True]
+    with pytest.raises(
+        ValueError, match=r"`k`=3 is larger than the number of records of `records` \(2\)"
+    ):
+        risk.count_rules(wide, 3, "per_attribute")
+
+
 @pytest.mark.parametrize("family", ["total", "per_record", "per_attribute"])
 def test_negative_k(records, weights, family):
     with pytest.raises(ValueError, match="`k` must be >= 0, got -1"):
