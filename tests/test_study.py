@@ -87,6 +87,7 @@ def test_grid_keys_are_unique_and_cover_bounded_beside_every_epsilon_n():
         ("mcem", {"epsilon_n": (-1.0,)}, "epsilon_n: values must be positive"),
         ("regression", {"prob": 1.5}, "prob: must be in"),
         ("mcem", {"epsilon_s": ()}, "epsilon_s: the mcem study has one epsilon_s"),
+        ("regression", {"epsilon_n": (0.5, -2.0)}, "epsilon_n: every value must be positive"),
     ],
 )
 def test_bad_options_are_refused_naming_them(name, options, message):
@@ -132,7 +133,7 @@ def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
     from pymc_unbounded_dp.examples.study.regression import suggested_n_moves
 
     study = RegressionStudy()
-    assert study.epsilon_s == (1.0, 0.1)
+    assert (study.epsilon_s, study.replicates) == ((1.0, 0.1), 100)  # 100 data sets
     assert study.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
     atus = AtusStudy()  # the paper's Section 6.2 grid
     assert (atus.epsilon_s, atus.epsilon_n) == ((1.0, 10.0), (0.01, 0.1, 1.0, 10.0))
@@ -148,7 +149,8 @@ def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
 def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
     """Two parameters and two epsilon_s, every fit covered or not by a rule that differs between
     parameters, between epsilon_s and between bounded and unbounded fits: each panel's lines are
-    their own, and each dashed (bounded) level has the colour of its epsilon_s's line."""
+    their own, each dashed (bounded) level has the colour of its epsilon_s's line, and the grey
+    line is the intervals' nominal probability (the study's ``prob``, here 0.9)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -172,7 +174,7 @@ def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
         for name in ("beta[0]", "tau")
         for eps_s in (1.0, 10.0)
     ]  # fmt: skip
-    figure = coverage_figure(pd.DataFrame(rows))
+    figure = coverage_figure(pd.DataFrame(rows), 0.9)
     panels = {ax.get_title(): ax for ax in figure.axes}
     assert sorted(panels) == ["beta[0]", "tau"]
     assert [ax.get_ylabel() for ax in figure.axes] == ["coverage", ""]  # the shared y axis
@@ -184,6 +186,7 @@ def test_the_coverage_figure_plots_each_parameter_from_its_own_fits():
             assert list(line.get_ydata()) == [level, level], (title, eps_s)
             assert list(dashed.get_ydata()) == [1 - level, 1 - level], (title, eps_s)
             assert dashed.get_color() == line.get_color()
+        assert list(lines[-1].get_ydata()) == [0.9, 0.9] and lines[-1].get_color() == "grey"
     matplotlib.pyplot.close(figure)
 
 
@@ -1263,3 +1266,29 @@ def test_a_failed_fit_is_reported_by_its_key_not_stored_and_retried_by_a_rerun(
     assert [record["key"] for record in done] == keys
     assert log[0] == f"echo: 3 fits, 2 already in {store.fits}, 1 to run"
     assert re.fullmatch(r"1 fits in [\d.]+ min", log[-1]), log
+
+
+@pytest.mark.parametrize("workers", [None, 3])
+def test_a_local_cluster_has_one_single_threaded_process_per_core_unless_told(monkeypatch, workers):
+    """``study_client`` without a scheduler: ``workers`` processes of one thread each, one per
+    core by default (a stand-in for Dask's cluster and client records what it is asked for)."""
+    import os
+
+    import distributed
+
+    from pymc_unbounded_dp.examples.study import running
+
+    asked = {}
+
+    class Recorded(contextlib.nullcontext):
+        def __init__(self, *args, **options):
+            asked.setdefault(type(self).__name__, options)
+            super().__init__(self)
+
+    monkeypatch.setattr(distributed, "LocalCluster", type("LocalCluster", (Recorded,), {}))
+    monkeypatch.setattr(distributed, "Client", type("Client", (Recorded,), {}))
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    with running.study_client(None, workers):
+        pass
+    expected = {"n_workers": workers or 7, "threads_per_worker": 1, "processes": True}
+    assert {k: asked["LocalCluster"][k] for k in expected} == expected

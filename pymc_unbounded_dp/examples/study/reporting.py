@@ -176,7 +176,7 @@ def write_report(
         lines += [f"## {title}", "", markdown(_marked(table, flagged)), ""]
     lines += _convergence_note(study, per_fit, flagged)
     paths["summary"].write_text("\n".join(lines))
-    figure = coverage_figure(per_fit) if "covered" in per_fit else None
+    figure = coverage_figure(per_fit, study.prob) if "covered" in per_fit else None
     if figure is not None:
         paths["figure"] = folder / "figures" / "coverage.png"
         paths["figure"].parent.mkdir(exist_ok=True)
@@ -249,9 +249,10 @@ def _convergence_note(study, per_fit: pd.DataFrame, flagged: pd.DataFrame) -> li
     ]
 
 
-def coverage_figure(per_fit: pd.DataFrame):
-    """Coverage against ``epsilon_n`` per parameter (unbounded lines, bounded dashed levels);
-    ``None`` when no parameter but ``n`` has a known true value (real data)."""
+def coverage_figure(per_fit: pd.DataFrame, nominal: float = 0.95):
+    """Coverage against ``epsilon_n`` per parameter (unbounded lines, bounded dashed levels, the
+    intervals' ``nominal`` probability in grey); ``None`` when no parameter but ``n`` has a known
+    true value (real data)."""
     import matplotlib.pyplot as plt
 
     frame = _grid(per_fit[per_fit["covered"].notna() & (per_fit["parameter"] != "n")])
@@ -273,7 +274,7 @@ def coverage_figure(per_fit: pd.DataFrame):
             )
             bounded = group[group["variant"] == "bounded"]["covered"].mean()
             ax.axhline(bounded, ls="--", color=line.get_lines()[-1].get_color(), lw=1)
-        ax.axhline(0.95, color="grey", lw=0.5)
+        ax.axhline(nominal, color="grey", lw=0.5)
         ax.set_title(label)
         ax.set_xlabel("epsilon_n (dashed: bounded DP)")
     axes[0][0].set_ylabel("coverage")
