@@ -106,6 +106,12 @@ class CompiledTable:
             return 0
         return default_n_moves(n, noise_sd=self.n_noise_sd)
 
+    def chain_start_n(self) -> int:
+        """The ``n`` a chain starts at: the known ``n``, or the supported value closest to the
+        current ``n_dp`` (:meth:`~pymc_unbounded_dp._registry.SampleSizeSpec.chain_start`)."""
+        size = self.sample_size
+        return self.fixed_n if size is None else size.chain_start(self.model)
+
     def n_at(self, point: dict) -> int:
         """The number of records at ``point`` (its ``n`` under unbounded DP)."""
         name = self.n_value_name

@@ -22,6 +22,7 @@ from pytensor.graph.replace import graph_replace
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_unbounded_dp._graph import ancestors, depends_on
+from pymc_unbounded_dp._inputs import initial_n
 from pymc_unbounded_dp.mechanisms import Mechanism
 
 
@@ -62,6 +63,18 @@ class SampleSizeSpec:
     release_rv: TensorVariable
     initial: int
     flat_prior: bool
+    #: The ``n_dp`` that ``initial`` was chosen for, when the model was built.
+    built_n_dp: float
+
+    def chain_start(self, model: pm.Model) -> int:
+        """Where a chain starts ``n``: the supported value closest to the *current* ``n_dp``.
+
+        The model's own initial point keeps ``initial``, chosen for the ``n_dp`` of the model's
+        build; ``pm.set_data`` may have changed it since (a refit of another release)."""
+        n_dp = float(observed_value(model, self.release_rv))
+        if n_dp == self.built_n_dp:
+            return self.initial
+        return initial_n(self.rv, n_dp, f"SampleSize({self.name!r})")
 
 
 @dataclass(frozen=True)
@@ -224,6 +237,7 @@ def _remapped(blocks: ModelBlocks, source: pm.Model, model: pm.Model) -> ModelBl
             release_rv=variable(f"{spec.name}_dp", "release", free=False),
             initial=spec.initial,
             flat_prior=spec.flat_prior,
+            built_n_dp=spec.built_n_dp,
         )
         for spec in blocks.sample_sizes
     }

@@ -684,6 +684,7 @@ def SampleSize(
         release_rv=release,
         initial=initial,
         flat_prior=flat_prior,
+        built_n_dp=float(n_dp_value),
     )
     model_blocks(model).sample_sizes.append(spec)
     return rv

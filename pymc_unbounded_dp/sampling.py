@@ -186,6 +186,7 @@ def sample(
         augment=augment,
     )
     _log_compilation(time.perf_counter() - start)
+    kwargs = _starting_n_at_current_releases(compiled, kwargs)
     with threadpool_limits(limits=blas_threads):
         result = pm.sample(
             draws,
@@ -203,6 +204,27 @@ def sample(
     result = _tidy(result, compiled, keep_records)
     _record_level(result, compiled, step)
     return result
+
+
+def _starting_n_at_current_releases(compiled, kwargs: dict) -> dict:
+    """``kwargs`` with initial values of each latent ``n`` whose ``n_dp`` changed since the model
+    was built (``pm.set_data``): the model's initial point keeps the old start, and a chain
+    started there has to walk to the new release (a refit must equal a freshly built model's).
+    Initial values the caller gave win."""
+    starts = {}
+    for table in compiled.tables:
+        spec = table.spec.sample_size
+        if spec is not None and (start := spec.chain_start(compiled.model)) != spec.initial:
+            starts[spec.name] = np.asarray(start, dtype=np.int64)
+    if not starts:
+        return kwargs
+    key = "start" if "start" in kwargs else "initvals"  # PyMC 5's old name, if used
+    given = kwargs.get(key)
+    if given is None or isinstance(given, dict):
+        merged = {**starts, **(given or {})}
+    else:  # one dict per chain
+        merged = [{**starts, **(per_chain or {})} for per_chain in given]
+    return {**kwargs, key: merged}
 
 
 def stack_log_likelihood(idata, *, var_name: str = "releases", dim: str = "release"):

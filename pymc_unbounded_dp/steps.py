@@ -136,7 +136,7 @@ class RecordsStep(PackageStep):
         return [
             0
             if t.sample_size is None
-            else t.default_n_moves(t.spec.initial_n)
+            else t.default_n_moves(t.chain_start_n())
             if self._requested_moves is None
             else int(self._requested_moves)
             for t in self.compiled.tables

@@ -204,3 +204,51 @@ def test_dims_label_releases_and_kept_records():
     assert idata["observed_data"]["s"].dims == ("part",)
     assert list(idata["imputed_records"]["part"].values) == ["care", "eating", "other"]
     assert idata["imputed_records"]["x"].dims == ("chain", "kept_draw", "record", "part")
+
+
+def refit_model(n_dp: int, s_dp: float) -> pm.Model:
+    """Bernoulli records whose ``n_dp`` and ``s_dp`` are ``pm.Data`` (refits by ``pm.set_data``)."""
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1, 1)
+        n = pmdp.SampleSize(
+            "n", n_dp=pm.Data("n_dp_data", n_dp), mechanism=pmdp.DiscreteLaplace(epsilon=0.5)
+        )
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=n)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=pm.Data("s_data", s_dp))
+    return model
+
+
+@pytest.mark.parametrize("augment", ["records", "sums"])
+def test_a_refit_after_set_data_of_n_dp_draws_what_a_fresh_model_draws(augment):
+    """``pm.set_data`` on ``n_dp`` (20 -> 14): the refit's chain starts ``n`` at the new
+    release, as a model built with it does, so the draws are the same seed for seed (it started
+    at the build's 20, and a large change, 20 -> 100,000, left the chain far from its posterior)."""
+    refit, fresh = refit_model(20, 8.3), refit_model(14, 3.7)
+    with refit:
+        pm.set_data({"n_dp_data": 14, "s_data": 3.7})
+    options = {"draws": 15, "tune": 10, "chains": 1, "cores": 1, "random_seed": 3}
+    options |= {"progressbar": False, "compute_convergence_checks": False, "augment": augment}
+    drawn = [pmdp.sample(model=model, **options) for model in (refit, fresh)]
+    for name in ("theta", "n"):
+        np.testing.assert_array_equal(draws_of(drawn[0], name), draws_of(drawn[1], name))
+
+
+def test_initial_values_given_for_n_win_over_the_start_at_the_current_release():
+    """The start that follows ``pm.set_data`` fills in only what the caller left out: a dict,
+    one dict per chain, or PyMC 5's old name ``start``."""
+    from pymc_unbounded_dp._compile import compile_model
+    from pymc_unbounded_dp.sampling import _starting_n_at_current_releases as starting
+
+    model = refit_model(20, 8.3)
+    compiled = compile_model(model)
+    assert starting(compiled, {"draws": 5}) == {"draws": 5}  # n_dp unchanged: nothing added
+    with model:
+        pm.set_data({"n_dp_data": 14})
+    assert starting(compiled, {})["initvals"] == {"n": 14}
+    assert starting(compiled, {"initvals": {"n": 30, "theta": 0.2}})["initvals"] == {
+        "n": 30,
+        "theta": 0.2,
+    }
+    per_chain = starting(compiled, {"initvals": [{"n": 30}, None]})["initvals"]
+    assert per_chain == [{"n": 30}, {"n": 14}]
+    assert starting(compiled, {"start": {"theta": 0.2}}) == {"start": {"n": 14, "theta": 0.2}}

@@ -66,10 +66,10 @@ def start(
 def tuned_chain(
     objective: CompleteDataLogLik, options: Options, rng: np.random.Generator, u: np.ndarray
 ) -> kernels.RecordState:
-    """A record kernel state at ``u`` (unconstrained), started at the table's initial ``n`` and
-    run for ``options.tune`` sweeps."""
+    """A record kernel state at ``u`` (unconstrained), started at the table's initial ``n`` (for
+    the current ``n_dp``) and run for ``options.tune`` sweeps."""
     table = objective.table
-    n0 = table.spec.initial_n
+    n0 = table.chain_start_n()
     target = table.record_target(objective.point(u, n0))
     table.reseed(int(rng.integers(2**62)))
     state = kernels.init(target, n0, rng)
