@@ -172,17 +172,25 @@ class _DiscreteQuantile(Op):
         outputs[0][0] = discrete_quantile(self.cdf, u, hint, params)
 
 
+#: The doubling search for a quantile above its start gives up once its step passes this (the
+#: trial ``k`` stays below ``2**62``, inside int64).
+_LARGEST_STEP = 2**60
+
+
 def discrete_quantile(cdf: Callable, u: np.ndarray, hint: np.ndarray, params) -> np.ndarray:
     """Smallest integer ``k >= 0`` with ``cdf(k, *params) >= u``, elementwise, searched from ``hint``.
 
-    ``params`` broadcast against ``u``. Exact for any ``u`` in ``(0, 1)`` up to the precision of
-    ``cdf``; ``u >= 1`` returns -1 (no quantile), which the caller treats as an impossible move.
+    ``params`` broadcast against ``u``. Exact for any ``u`` in ``[0, 1)`` up to the precision of
+    ``cdf`` (``u = 0`` gives 0); ``u >= 1``, and a ``u`` that ``cdf`` does not reach by
+    ``k = 2**61`` (a Poisson mean past 1e19), return -1 (no quantile), which the caller treats as
+    an impossible move.
     """
     u = np.asarray(u, dtype=np.float64)
     params = [np.broadcast_to(p, u.shape) for p in params]
     k = np.broadcast_to(np.maximum(np.asarray(hint, dtype=np.int64), 0), u.shape).copy()
     out = np.full(u.shape, -1, dtype=np.int64)
-    solvable = u < 1.0
+    out[u <= 0.0] = 0  # F(0) >= 0 >= u (a search down from the hint would never find F < u)
+    solvable = (u > 0.0) & (u < 1.0)
     # hi: smallest known k with F(k) >= u; lo: largest known k with F(k) < u (-1 means none).
     f_k = _cdf(cdf, k, params)
     f_below = _cdf(cdf, k - 1, params)
@@ -198,8 +206,9 @@ def discrete_quantile(cdf: Callable, u: np.ndarray, hint: np.ndarray, params) ->
     lo = np.where(up, k.reshape(-1)[index], -1)
     hi = np.where(up, -1, k.reshape(-1)[index] - 1)
     step = np.ones(index.shape, dtype=np.int64)
-    # Bracket: move the open end by doubling steps until F crosses u.
+    # Bracket: move the open end by doubling steps until F crosses u (or give up past 2**61).
     searching = up.copy()
+    unreached = np.zeros(index.shape, dtype=bool)
     while searching.any():
         trial = lo[searching] + step[searching]
         f = _cdf(cdf, trial, [p[searching] for p in p_open])
@@ -209,6 +218,8 @@ def discrete_quantile(cdf: Callable, u: np.ndarray, hint: np.ndarray, params) ->
         lo[sub[~crossed]] = trial[~crossed]
         step[sub] *= 2
         searching[sub[crossed]] = False
+        beyond = sub[~crossed & (step[sub] > _LARGEST_STEP)]
+        unreached[beyond], searching[beyond], hi[beyond] = True, False, lo[beyond] + 1
     searching = ~up
     step[:] = 1
     while searching.any():
@@ -229,7 +240,7 @@ def discrete_quantile(cdf: Callable, u: np.ndarray, hint: np.ndarray, params) ->
         hi[wide[at_or_above]] = mid[at_or_above]
         lo[wide[~at_or_above]] = mid[~at_or_above]
     flat = out.reshape(-1)
-    flat[index] = hi
+    flat[index] = np.where(unreached, -1, hi)
     return flat.reshape(u.shape)
 
 

@@ -332,6 +332,19 @@ def test_discrete_quantile_has_none_at_or_above_one():
     np.testing.assert_array_equal(k, [-1, -1, brute_force_quantile(0.5, 2.0), -1])
 
 
+def test_discrete_quantile_of_zero_is_zero_and_of_an_unreached_u_is_none():
+    """``u = 0`` (a CDF that underflows, as at a record far below a huge mean): the smallest
+    ``k >= 0`` is 0 from any hint (the downward search looked for ``F(k) < 0`` forever); a ``u``
+    the CDF does not reach by ``k = 2**61`` (a Poisson mean of 1e20, or inf): -1, the caller's
+    impossible move (the doubling step overflowed and the search never ended). A large but finite
+    mean is still searched exactly."""
+    k = discrete_quantile(counting(poisson_cdf), np.zeros(3), np.array([5, 0, 40]), [2.0])
+    np.testing.assert_array_equal(k, [0, 0, 0])
+    means = np.array([1e20, np.inf, 1e10])
+    k = discrete_quantile(counting(poisson_cdf), np.full(3, 0.5), np.array([0, 3, 10]), [means])
+    np.testing.assert_array_equal(k, [-1, -1, stats.poisson.ppf(0.5, 1e10)])
+
+
 def test_discrete_quantile_op_output_has_the_ndim_of_u():
     """The op's output type follows ``u`` (the records), not the parameters' rank."""
     op = _DiscreteQuantile("Poisson", poisson_cdf)

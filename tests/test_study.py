@@ -133,7 +133,7 @@ def test_the_regression_grid_is_table_1s_and_n_moves_follow_the_count():
     from pymc_unbounded_dp.examples.study.regression import suggested_n_moves
 
     study = RegressionStudy()
-    assert (study.epsilon_s, study.replicates) == ((1.0, 0.1), 100)  # 100 data sets
+    assert (study.epsilon_s, study.replicates, study.n) == ((1.0, 0.1), 100, 1000)
     assert study.epsilon_n == (1e-4, 0.01, 0.1, 0.5, 1.0, 10.0)
     atus = AtusStudy()  # the paper's Section 6.2 grid
     assert (atus.epsilon_s, atus.epsilon_n) == ((1.0, 10.0), (0.01, 0.1, 1.0, 10.0))
