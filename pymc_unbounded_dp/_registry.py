@@ -65,6 +65,8 @@ class SampleSizeSpec:
     flat_prior: bool
     #: The ``n_dp`` that ``initial`` was chosen for, when the model was built.
     built_n_dp: float
+    #: Starts found for other values of ``n_dp`` (each search compiles the prior's density).
+    _other_starts: dict[float, int] = field(default_factory=dict, repr=False, compare=False)
 
     def chain_start(self, model: pm.Model) -> int:
         """Where a chain starts ``n``: the supported value closest to the *current* ``n_dp``.
@@ -74,7 +76,9 @@ class SampleSizeSpec:
         n_dp = float(observed_value(model, self.release_rv))
         if n_dp == self.built_n_dp:
             return self.initial
-        return initial_n(self.rv, n_dp, f"SampleSize({self.name!r})")
+        if n_dp not in self._other_starts:
+            self._other_starts[n_dp] = initial_n(self.rv, n_dp, f"SampleSize({self.name!r})")
+        return self._other_starts[n_dp]
 
 
 @dataclass(frozen=True)

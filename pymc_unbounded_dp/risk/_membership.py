@@ -50,9 +50,9 @@ class MembershipRisk:
         value seen on the quadrature grid, not a proof.
     epsilon_bound : float
         ``exp(epsilon)`` of the plan's pure epsilon-DP guarantee, the bound on the posterior odds
-        factor for every record; ``inf`` for a ``rho`` (zCDP) plan or a stated ``delta``, and
-        for a plan releasing exactly a value that a neighbour moves, which bound no factor (``release.approx_dp(rho, delta)`` gives the epsilon that holds except with
-        probability ``delta``).
+        factor for every record; ``inf`` where the plan bounds no factor: a ``rho`` (zCDP) plan
+        or a stated ``delta`` (``release.approx_dp(rho, delta)`` gives the epsilon that holds
+        except with probability ``delta``), or a value released exactly that a neighbour moves.
     lower, upper : float
         Rigorous bounds on ``risk`` (up to floating-point rounding), equal when exact.
     method : str
