@@ -22,7 +22,7 @@ from pymc_unbounded_dp.sums import (
     LATENT_SUM_ROLE,
     Accuracy,
     approximation_accuracy,
-    total_names,
+    total_name,
 )
 
 __all__ = ["sample", "stack_log_likelihood"]
@@ -378,10 +378,10 @@ def _record_level(result, compiled, step) -> None:
                     UserWarning,
                 )
         moved = {}
-        for stat, name in total_names(compiled).items():
-            if stats is not None and stat in stats:
-                spec = next(s for s in compiled.blocks.sums if f"total_{s.name}" == stat)
-                values = _per_draw(stats[stat].values, spec.shape)
+        for spec in compiled.blocks.sums:
+            name = total_name(spec)
+            if stats is not None and name in stats:
+                values = _per_draw(stats[name].values, spec.shape)
                 dims = ["chain", "draw", *(f"{name}_dim_{i}" for i in range(len(spec.shape)))]
                 moved[name] = xr.DataArray(
                     values, dims=dims, attrs={LATENT_SUM_ROLE: f"the true total of {spec.name!r}"}
@@ -393,7 +393,7 @@ def _record_level(result, compiled, step) -> None:
             }
         )
         if stats is not None:
-            _set_group(result, "sample_stats", _without(stats, list(total_names(compiled))))
+            _set_group(result, "sample_stats", _without(stats, list(moved)))
     _set_group(result, "posterior", posterior)
 
 

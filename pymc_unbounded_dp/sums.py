@@ -43,7 +43,7 @@ import pymc_unbounded_dp.laws as laws
 from pymc_unbounded_dp._compile import CompiledModel, CompiledTable, statistic_function
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on
 from pymc_unbounded_dp._pymc_bridge import PackageStep
-from pymc_unbounded_dp._registry import TableSpec
+from pymc_unbounded_dp._registry import SumSpec, TableSpec
 from pymc_unbounded_dp.blocks import MAX_RECORDS, check_releases
 from pymc_unbounded_dp.kernels import sums as sums_kernel
 from pymc_unbounded_dp.moments import (
@@ -624,9 +624,10 @@ def parameter_terms(table_laws: list[TableLaw]) -> list[pt.TensorVariable]:
     return [law.log_density() for law in table_laws]
 
 
-def total_names(compiled: CompiledModel) -> dict[str, str]:
-    """Sampler stat name -> posterior name of each release's true total."""
-    return {f"total_{s.name}": f"{s.name}_total" for s in compiled.blocks.sums}
+def total_name(spec: SumSpec) -> str:
+    """The name of a release's true total (the sum before noise): a stat of :class:`SumsStep`
+    and, after :func:`~pymc_unbounded_dp.sample`, a posterior variable."""
+    return f"{spec.name}_total"
 
 
 class SumsStep(PackageStep):
@@ -684,7 +685,7 @@ class SumsStep(PackageStep):
         if compiled.unbounded:
             stats.update(self._unbounded_stats)
         for spec in compiled.blocks.sums:
-            stats[f"total_{spec.name}"] = (np.float64, []) if spec.shape == () else (object, None)
+            stats[total_name(spec)] = (np.float64, []) if spec.shape == () else (object, None)
         if model_logp:
             stats["model_logp"] = MODEL_LOGP_STAT
         self._add_stats(stats)
@@ -741,8 +742,10 @@ class SumsStep(PackageStep):
             if law.table.n_value_name is not None:
                 name = law.table.n_value_name
                 point[name] = np.asarray(state.n, dtype=point[name].dtype)
-            for name, total in law.totals(state.latent).items():
-                stats[f"total_{name}"] = float(total) if total.shape == () else total
+            totals_by_release = law.totals(state.latent)
+            for spec in law.table.spec.sums:
+                total = totals_by_release[spec.name]
+                stats[total_name(spec)] = float(total) if total.shape == () else total
         self._tuned += self.tune
         stats["sums_accept_rate"] = acceptance_rate(totals[0], totals[1])
         stats["sums_scale"] = self._scales[0][0]

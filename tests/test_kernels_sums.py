@@ -725,21 +725,6 @@ def test_a_birth_may_reach_the_largest_supported_n_but_not_pass_it():
             kernel.step(np.random.default_rng(seed), at_top, target, params)
 
 
-def test_only_a_vector_latent_under_laplace_or_gaussian_noise_is_collapsible():
-    laplace = NoiseArrays.of([pmdp.Laplace(epsilon=1.0)], [2])
-    discrete = NoiseArrays.of([pmdp.DiscreteLaplace(epsilon=1.0)], [2])
-    mean, covariance = np.zeros(2), np.eye(2)
-    approximation = kernel.SumsTarget(
-        np.zeros(2), laplace, np.eye(2), laws.NORMAL_APPROXIMATION, (mean, covariance)
-    )
-    assert kernel.collapsible(approximation)
-    assert not kernel.collapsible(approximation._replace(noise=discrete))
-    poisson = kernel.SumsTarget(
-        np.zeros(2), laplace, np.ones((1, 2)), laws.POISSON, (np.float64(1.0),)
-    )
-    assert not kernel.collapsible(poisson)
-
-
 def test_a_chain_starts_at_zero_without_records_and_at_the_release_for_released_totals():
     """No records: a zero sum whatever the release; the normal approximation's totals (the
     latent is the released totals themselves): the release."""

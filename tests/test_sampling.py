@@ -628,8 +628,8 @@ def test_the_sums_level_parameter_target_is_the_prior_and_each_tables_own_sum_la
 def test_the_latent_totals_move_to_the_posterior_each_shaped_like_its_own_release(
     two_tables_at_the_sums_level,
 ):
-    """A release named ``a`` (a letter of ``total_z``) next to a histogram ``z``: each stat
-    ``total_<name>`` becomes ``<name>_total`` with its own release's shape and values."""
+    """A scalar release ``a`` declared before a histogram ``z``: each stat ``<name>_total``
+    moves to the posterior under the same name, with its own release's shape and values."""
 
     from pymc_unbounded_dp._compile import compile_model
     from pymc_unbounded_dp.sampling import _record_level
@@ -642,8 +642,8 @@ def test_the_latent_totals_move_to_the_posterior_each_shaped_like_its_own_releas
             "posterior": xr_dataset({"theta": (("chain", "draw"), [[0.4, 0.5]])}),
             "sample_stats": xr_dataset(
                 {
-                    "total_a": (("chain", "draw"), totals_a),
-                    "total_z": (("chain", "draw", "total_z_dim_0"), totals_z),
+                    "a_total": (("chain", "draw"), totals_a),
+                    "z_total": (("chain", "draw", "z_total_dim_0"), totals_z),
                     "lp": (("chain", "draw"), [[-1.0, -2.0]]),
                 }
             ),

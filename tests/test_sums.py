@@ -721,7 +721,7 @@ def test_each_latent_total_is_shaped_like_its_own_release(histogram_first):
     posterior = idata["posterior"]
     assert posterior["z_total"].shape == (1, 10, 3) and posterior["a_total"].shape == (1, 10)
     # moved from the step's stats, not copied: no total is left in sample_stats
-    assert not {"total_z", "total_a"} & set(idata["sample_stats"].data_vars)
+    assert not {"z_total", "a_total"} & set(idata["sample_stats"].data_vars)
 
 
 # -- the sums step's stats, scales and prior of n; predictive draws per posterior draw; the

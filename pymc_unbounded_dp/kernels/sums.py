@@ -47,7 +47,6 @@ __all__ = [
     "SumsState",
     "SumsTarget",
     "collapsed_step",
-    "collapsible",
     "collapsible_noise",
     "init",
     "noise_variances",
@@ -273,12 +272,6 @@ def collapsible_noise(noise: NoiseArrays) -> bool:
     )
 
 
-def collapsible(target: SumsTarget) -> bool:
-    """Whether :func:`collapsed_step` applies: a vector latent (the normal
-    approximation) with :func:`collapsible_noise`."""
-    return bool(target.family.vector and collapsible_noise(target.noise))
-
-
 def step(
     rng: np.random.Generator, state: SumsState, target: SumsTarget, params: SumsParams
 ) -> tuple[SumsState, SumsInfo]:
@@ -380,7 +373,8 @@ def _collapsed_log_likelihood(target: SumsTarget, n: int, variances: np.ndarray)
 def collapsed_step(
     rng: np.random.Generator, state: SumsState, target: SumsTarget, params: SumsParams
 ) -> tuple[SumsState, SumsInfo]:
-    """One sweep of the partially collapsed Gibbs sampler of a :func:`collapsible` target.
+    """One sweep of the partially collapsed Gibbs sampler of a vector latent (the normal
+    approximation) whose noise is :func:`collapsible_noise`.
 
     Laplace noise is the scale mixture ``e ~ N(0, v)``, ``v ~ Exponential(mean 2 b^2)``, which
     makes the totals Gaussian given the mixing variances ``V``. The sweep draws ``L | theta, n,
