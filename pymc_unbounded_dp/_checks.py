@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["check_integer", "integer_wording"]
+__all__ = ["check_integer", "integer_wording", "is_real"]
+
+
+def is_real(value) -> bool:
+    """Whether ``value`` is a real number (Python's or NumPy's, any precision), not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_real(0.5), is_real(np.float32(0.5)), is_real(np.int64(2)), is_real(True), is_real("1")
+    (True, True, True, False, False)
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def integer_wording(minimum: int, allow_none: bool = False) -> str:

@@ -11,13 +11,14 @@ import base64
 import html
 import io
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from pymc_unbounded_dp._checks import is_real
 
 __all__ = ["EpsilonReport", "Recommendation"]
 
@@ -335,7 +336,7 @@ def check_widths(target, labels: list[str], owner: str) -> list[tuple[str, float
         pairs = [(label, target) for label in labels]
     out = []
     for label, width in pairs:
-        if isinstance(width, bool) or not isinstance(width, numbers.Real) or not width > 0:
+        if not is_real(width) or not width > 0:
             raise ValueError(
                 f"{owner}: `target_width` must be a positive number (or {{parameter: width}}), "
                 f"got {width!r} for {label!r}."

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pymc_unbounded_dp._checks import is_real
 from pymc_unbounded_dp.blocks import PrivatizedSum, SampleSize
 from pymc_unbounded_dp.mechanisms import (
     DiscreteGaussian,
@@ -428,7 +429,7 @@ def _parse(text: str, where: str) -> Release:
 def _file_number(value, what: str, where: str) -> float:
     """A budget or guarantee of a release file as a float; a string, a boolean or ``null`` is
     refused with a message naming the file."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not is_real(value):
         raise ValueError(
             f"{where} is not a valid release file: its {what} is {value!r}, not a number."
         )

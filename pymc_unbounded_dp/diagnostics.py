@@ -50,6 +50,7 @@ import xarray as xr
 from pymc.model import modelcontext
 from scipy import stats
 
+from pymc_unbounded_dp._checks import is_real
 from pymc_unbounded_dp._graph import depends_on, quick_function
 from pymc_unbounded_dp._registry import SampleSizeSpec, TableSpec, model_blocks, observed_value
 from pymc_unbounded_dp.privacy import APPROXIMATE, GAUSSIAN_DP, PURE, ZCDP, Guarantee, compose
@@ -364,7 +365,7 @@ class TableBound:
         >>> round(row.large_n_ratio, 3), round(row.plugin_sd_ratio(kappa=(0.4 / 0.6) ** 0.5), 3)
         (1.414, 0.655)
         """
-        if isinstance(kappa, bool) or not isinstance(kappa, int | float) or not kappa >= 0:
+        if not is_real(kappa) or not kappa >= 0:
             raise ValueError(f"`kappa` must be a number >= 0, got {kappa!r}.")
         return 1.0 / math.sqrt(1.0 + (kappa * self.large_n_ratio) ** 2)
 
@@ -518,7 +519,7 @@ def compare_posteriors(
     """
     unbounded = _posterior_dataset(idata, "idata")
     plugin = _posterior_dataset(plugin_idata, "plugin_idata")
-    if isinstance(prob, bool) or not isinstance(prob, int | float) or not 0 < prob < 1:
+    if not is_real(prob) or not 0 < prob < 1:
         raise ValueError(f"`prob` must be a number in (0, 1), got {prob!r}.")
     if var_names is None:
         # the model's parameters; not the true totals of the sums level (they are latent data)
@@ -699,7 +700,7 @@ def plugin_check(
     if model is not None and not isinstance(model, pm.Model):
         raise TypeError(f"`model` must be a pm.Model, got {type(model).__name__}.")
     model = modelcontext(model)
-    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target <= 1:
+    if not is_real(target) or not 0 < target <= 1:
         raise ValueError(f"`target` must be a number in (0, 1], got {target!r}.")
     if (idata is None) != (plugin_idata is None):
         missing = "plugin_idata" if plugin_idata is None else "idata"

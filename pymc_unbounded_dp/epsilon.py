@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 import pymc_unbounded_dp.release as rl
-from pymc_unbounded_dp._checks import check_integer
+from pymc_unbounded_dp._checks import check_integer, is_real
 from pymc_unbounded_dp._epsilon_report import EpsilonReport, Recommendation, check_widths
 from pymc_unbounded_dp._pymc_bridge import PYMC_LOGGERS
 
@@ -524,11 +524,7 @@ def _grid(epsilons, measure: str, owner: str) -> list[float]:
     if not grid:
         raise ValueError(f"{owner}: {label} is empty; give at least one budget.")
     for value in grid:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not (0 < value < math.inf)
-        ):
+        if not is_real(value) or not (0 < value < math.inf):
             raise ValueError(f"{owner}: {label} must hold finite numbers > 0, got {value!r}.")
     grid = [float(v) for v in grid]
     if any(b <= a for a, b in zip(grid, grid[1:])):
@@ -545,7 +541,7 @@ def _check_options(replicates, draws, tune, chains, prior, augment, cap) -> None
     for label, value in (("replicates", replicates), ("draws", draws), ("chains", chains)):
         check_integer(value, label, owner)
     check_integer(tune, "tune", owner, minimum=0)
-    if isinstance(prior, bool) or not isinstance(prior, numbers.Real) or not 0 < prior < 1:
+    if not is_real(prior) or not 0 < prior < 1:
         raise ValueError(
             f"{owner}: `prior` (the attacker's probability that the target is in the data) must "
             f"be in (0, 1), got {prior!r}."
@@ -554,9 +550,7 @@ def _check_options(replicates, draws, tune, chains, prior, augment, cap) -> None
         raise ValueError(
             f"{owner}: `augment` must be 'auto', 'records' or 'sums', got {augment!r}."
         )
-    if cap is not None and (
-        isinstance(cap, bool) or not isinstance(cap, numbers.Real) or not 0 <= cap <= 1
-    ):
+    if cap is not None and (not is_real(cap) or not 0 <= cap <= 1):
         raise ValueError(
             f"{owner}: `max_membership_advantage` must be a number in [0, 1], got {cap!r}."
         )
@@ -604,34 +598,12 @@ def _record(record, plan: rl.Plan, owner: str, label: str, opposite=None) -> dic
             k: np.where(opposite[k] - s.lower >= s.upper - opposite[k], s.lower, s.upper)
             for k, s in summed.items()
         }
-    if not isinstance(record, Mapping) or set(record) != set(summed):
-        raise ValueError(
-            f"{owner}: `{label}` must be a dict with one record's value of each summed statistic "
-            f"{sorted(summed)}, got {record!r}."
-        )
-    out = {}
-    for name, stat in summed.items():
-        try:
-            value = np.asarray(record[name], dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"{owner}: `{label}[{name!r}]` must be numeric.") from None
-        if value.shape != stat.shape:
-            raise ValueError(
-                f"{owner}: `{label}[{name!r}]` has shape {value.shape}; the statistic's is "
-                f"{stat.shape}."
-            )
-        if (
-            not np.all(np.isfinite(value))
-            or np.any(value < stat.lower)
-            or np.any(value > stat.upper)
-        ):
-            raise ValueError(
-                f"{owner}: `{label}[{name!r}]` = {value} is outside the plan's declared bounds "
-                f"[{stat.lower}, {stat.upper}]; a record's statistic is clamped to them before "
-                "release."
-            )
-        out[name] = value.astype(stat.lower.dtype) if stat.integer else value
-    return out
+    from pymc_unbounded_dp.risk._membership import checked_record
+
+    checked = checked_record(plan, record, owner, label)
+    return {
+        k: v.astype(summed[k].lower.dtype) if summed[k].integer else v for k, v in checked.items()
+    }
 
 
 def _check_params(model, params, owner: str) -> dict[str, tuple[int, ...]]:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 from scipy import special
 
+from pymc_unbounded_dp._checks import is_real
+
 __all__ = ["APPROXIMATE", "GAUSSIAN_DP", "PURE", "ZCDP", "Guarantee", "compose", "zero_delta"]
 
 #: The measures, in OpenDP's names (mu-GDP has none in OpenDP).
@@ -110,7 +112,7 @@ class Guarantee:
                 f"{sorted(given) or 'none'}."
             )
         for key, value in given.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if not is_real(value):
                 raise TypeError(f"Guarantee: `{key}` must be a number, got {value!r}.")
             if math.isnan(value) or value < 0 or (key == "delta" and value > 1):
                 raise ValueError(f"Guarantee: `{key}` must be >= 0 (delta <= 1), got {value}.")
@@ -206,7 +208,7 @@ class Guarantee:
         ValueError
             If ``delta`` is not in (0, 1), or is below an (epsilon, delta)-DP guarantee's delta.
         """
-        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 < delta < 1:
+        if not is_real(delta) or not 0 < delta < 1:
             raise ValueError(f"Guarantee.to_approx: `delta` must be in (0, 1), got {delta!r}.")
         if self.measure == PURE:
             return self

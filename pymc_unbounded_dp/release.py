@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from pymc_unbounded_dp._checks import is_real
 from pymc_unbounded_dp._opendp import from_opendp, opendp_version, to_opendp
 from pymc_unbounded_dp._release_file import (
     FORMAT,
@@ -82,7 +83,7 @@ _SAMPLERS = ("auto", "opendp", "pmdp")
 
 
 def _positive(value, label: str, owner: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise TypeError(f"{owner}: `{label}` must be a number, got {value!r}.")
     value = float(value)
     if not math.isfinite(value) or value <= 0:

@@ -320,6 +320,8 @@ def test_plot_and_html_page(tmp_path):
         ({"record": {"s": 2}}, "record"),
         ({"record": {"s": -1}}, "record"),
         ({"record": {"t": 1}}, "record"),
+        ({"record": {"s": 0.5}}, "record"),  # not an integer: once silently truncated to 0
+        ({"record": {"s": np.nan}}, "record"),
         ({"prior": 0.0}, "prior"),
         ({"prior": 1.0}, "prior"),
         ({"prior": 1.5}, "prior"),

@@ -159,6 +159,17 @@ def test_to_approx_keeps_pure_and_approximate_guarantees():
             Guarantee(rho=0.5).to_approx(delta)
 
 
+def test_numpy_numbers_of_any_precision_are_numbers():
+    """NumPy scalars (a float32 delta, an int64 epsilon) are taken as Python's numbers are; they
+    were once refused, a delta in (0, 1) with a message saying it was not."""
+    assert Guarantee(epsilon=np.int64(1)) == Guarantee(epsilon=1.0)
+    assert Guarantee(rho=np.float32(0.5)) == Guarantee(rho=0.5)
+    expected = Guarantee(rho=0.5).to_approx(float(np.float32(1e-6)))
+    assert Guarantee(rho=0.5).to_approx(np.float32(1e-6)) == expected
+    parts = [Guarantee(rho=0.5), Guarantee(epsilon=1.0, delta=1e-7)]
+    assert compose(parts, delta=np.float32(1e-6)) == compose(parts, delta=float(np.float32(1e-6)))
+
+
 def test_zero_delta_hand_numbers():
     assert Guarantee(epsilon=1.0).zero_delta() == pytest.approx(math.tanh(0.5))
     assert zero_delta({"epsilon": 1.0, "delta": 0.01}) == pytest.approx(

@@ -14,6 +14,7 @@ import pandas as pd
 import xarray as xr
 
 import pymc_unbounded_dp.kernels as kernels
+from pymc_unbounded_dp._checks import is_real
 
 
 class Convergence(str, Enum):
@@ -258,7 +259,7 @@ class MCEMResult:
         se          0.080940
         Name: theta, dtype: float64
         """
-        if isinstance(prob, bool) or not isinstance(prob, int | float) or not 0 < prob < 1:
+        if not is_real(prob) or not 0 < prob < 1:
             raise ValueError(f"MCEMResult.summary: `prob` must be in (0, 1), got {prob!r}.")
         labels, columns = _elements(
             {

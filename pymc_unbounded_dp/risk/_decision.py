@@ -113,7 +113,12 @@ def bayes_risk(
     dictionaries = _dictionary_list(dictionaries)
     if prior is None:
         raise ValueError("`prior` is required with a list of dictionaries: one weight each")
-    weights = np.asarray(prior, dtype=float)
+    try:
+        weights = np.asarray(prior, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"`prior` must hold numbers (one weight per dictionary), got {prior!r}"
+        ) from None
     if weights.shape != (len(dictionaries),):
         raise ValueError(
             f"`prior` must have one weight per dictionary ({len(dictionaries)}), "

@@ -12,12 +12,12 @@ distribution (see ``docs/risk.md``), never by simulation.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from pymc_unbounded_dp._checks import is_real
 from pymc_unbounded_dp.mechanisms import Mechanism
 from pymc_unbounded_dp.release import Plan, Release, Statistic
 
@@ -159,9 +159,10 @@ def _plan_values(plan, owner: str, relations: tuple[str, ...]) -> _Values:
         )
         bound = math.inf if exact_and_moving else _exp_epsilon(guarantee)
         return _Values(statistics, mechanisms, None, bound)
+    got = "an empty dict" if isinstance(plan, Mapping) else type(plan).__name__
     raise TypeError(
         f"{owner}: `plan` must be a pmdp.release.Plan, a Release, or a dict {{name: (Statistic, "
-        f"Mechanism or None)}}; got {type(plan).__name__}."
+        f"Mechanism or None)}} with at least one entry; got {got}."
     )
 
 
@@ -189,6 +190,15 @@ def _exp_epsilon(guarantee: Mapping[str, float]) -> float:
     if set(guarantee) - {"epsilon"} or "epsilon" not in guarantee:
         return math.inf
     return math.exp(guarantee["epsilon"]) if guarantee["epsilon"] < 700 else math.inf
+
+
+def checked_record(plan: Plan, record, owner: str, label: str) -> dict[str, np.ndarray]:
+    """``record`` checked as :func:`membership_risk` checks its own (a value per summed statistic,
+    numeric, finite, integer-valued for an integer statistic, within the declared bounds), by
+    summed statistic; the count is left out."""
+    values = _plan_values(plan, owner, ())
+    checked = _record(values, record, owner, label)
+    return {k: v for k, v in checked.items() if values.statistics[k].kind != "count"}
 
 
 def _record(values: _Values, record, owner: str, label: str) -> dict[str, np.ndarray]:
@@ -248,7 +258,7 @@ def _record(values: _Values, record, owner: str, label: str) -> dict[str, np.nda
 
 
 def _prior(prior, owner: str) -> float:
-    if isinstance(prior, bool) or not isinstance(prior, numbers.Real):
+    if not is_real(prior):
         raise TypeError(f"{owner}: `prior` must be a number in (0, 1), got {prior!r}.")
     prior = float(prior)
     if not 0.0 < prior < 1.0:
@@ -403,8 +413,9 @@ def attribute_risk(
     (the count never does). Two candidates reduce to :func:`membership_risk`'s engine (the shift is
     their difference). More are summed exactly over the integers for discrete mechanisms and
     integrated by a tensor-product rule over at most 3 continuous coordinates (cell-wise maxima
-    and minima of each density give ``upper`` and ``lower``; tight in one coordinate, looser in
-    two or three).
+    and minima of each density give ``upper`` and ``lower``; tight in one continuous coordinate
+    alone, looser in two or three, or beside discrete coordinates, which leave ``2**20`` cells
+    divided by their joint support's points to the continuous ones: then read the bounds).
 
     Parameters
     ----------

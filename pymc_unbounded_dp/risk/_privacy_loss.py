@@ -362,9 +362,11 @@ def shift_risk(shifts: list[tuple[Mechanism | None, float]], prior: float) -> Sh
     """Bayes risk bounds of the test "noise shifted by ``Delta``" (H1) against "noise" (H0).
 
     ``shifts`` lists one ``(mechanism, Delta)`` per released coordinate (``None``: released
-    exactly); ``prior`` is ``P(H1)``.
+    exactly); ``prior`` is ``P(H1)``. Where ``sup |L|`` is known exactly and no output can move
+    the posterior odds past the decision threshold (``sup |L| <= |log((1 - prior) / prior)|``),
+    the best attacker decides by the prior alone, and the risk is exactly ``min(prior, 1 - prior)``.
     """
-    mu2, laplace, laws, odds = 0.0, [], [], 0.0
+    mu2, laplace, laws, odds, odds_exact = 0.0, [], [], 0.0, True
     for mechanism, delta in shifts:
         if delta == 0:
             continue
@@ -388,6 +390,10 @@ def shift_risk(shifts: list[tuple[Mechanism | None, float]], prior: float) -> Sh
             law, seen = custom_law(mechanism, float(delta))
             laws.append(law)
             odds += seen
+            odds_exact = False  # the largest loss seen on a grid, not its supremum
+    trivial = min(prior, 1.0 - prior)
+    if odds_exact and odds <= abs(math.log((1.0 - prior) / prior)):
+        return ShiftRisk(trivial, trivial, True, odds)
     mu = math.sqrt(mu2)
     laplace.sort()
     exact_laplace = laplace.pop() if laplace and mu == 0 else 0.0

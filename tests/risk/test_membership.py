@@ -523,6 +523,8 @@ def test_a_release_and_a_dict_of_pairs_give_the_plans_risk():
     assert risk.membership_risk(pairs, {"s": 2}, 0.4) == expected
     with pytest.raises(TypeError, match=r"`plan`\['s'\] must be a pair"):
         risk.membership_risk(dict(plan.mechanisms), {"s": 2})
+    with pytest.raises(TypeError, match="with at least one entry; got an empty dict"):
+        risk.membership_risk({}, {})
 
 
 def test_a_replace_one_release_needs_a_replacement_as_its_plan_does():
@@ -586,3 +588,20 @@ def test_an_exactly_released_value_that_moves_leaves_no_epsilon_bound():
     assert r.posterior_odds_bound <= r.epsilon_bound * (1 + 1e-12)
     unbounded = risk.membership_risk(exact_count, {"s": 2})  # add/remove: the count moves
     assert math.isinf(unbounded.epsilon_bound)
+
+
+@pytest.mark.parametrize("prior", [0.3, 0.7])
+def test_a_release_that_cannot_cross_the_decision_threshold_has_exactly_the_trivial_risk(prior):
+    """No output moves the posterior odds past the prior's threshold (``sup |L|`` below
+    ``|log((1 - prior) / prior)|``): the best attacker answers by the prior, so the risk is exactly
+    ``min(prior, 1 - prior)`` and the advantage 0 (quadrature once gave 1.8e-7 less). Just above
+    the threshold the release helps, by a margin no rounding explains."""
+    plan = rl.Plan([rl.Statistic("s", [0.0, 0.0], [2.1, 2.1]), rl.Count("n")], epsilon=1.0)
+    record = np.array([1.5229373171527942, 1.08529468414046])
+    threshold = abs(math.log((1 - prior) / prior))
+    below = risk.membership_risk(plan, {"s": record}, prior=prior)
+    assert math.log(below.posterior_odds_bound) < threshold < math.log(below.epsilon_bound)
+    assert (below.risk, below.advantage, below.method) == (min(prior, 1 - prior), 0.0, "exact")
+    above = risk.membership_risk(plan, {"s": 1.3 * record}, prior=prior)
+    assert math.log(above.posterior_odds_bound) > threshold
+    assert above.upper < above.trivial_risk and above.advantage > 1e-4

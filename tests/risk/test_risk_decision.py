@@ -96,6 +96,8 @@ def test_bayes_risk_finite_prior_by_hand(records, dictionaries):
     # a dictionary of prior weight 0 is allowed and counts for nothing
     only_first = risk.bayes_risk(records, rule, dictionaries, [1.0, 0.0], ONE)
     assert only_first.estimate == pytest.approx(5 / 12)
+    with pytest.raises(ValueError, match="`prior` must hold numbers"):
+        risk.bayes_risk(records, rule, dictionaries, ["a", "b"], ONE)
 
 
 def test_bayes_risk_sampler(records, dictionaries):
