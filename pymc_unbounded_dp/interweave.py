@@ -57,13 +57,18 @@ _METHODS = ("auto", "noncentred", "full-refresh")
 _BACKENDS = ("auto", "numba", "python")
 #: With ``backend="auto"``, the non-centred move runs in numba from this many records (all tables,
 #: at the start of ``n``): numba's compilation costs 2-5 s per model built (a new process compiles
-#: again), and saves about 30 us per step at 1,000 records (22 against 55 us on the paper's
-#: regression), with 50-100 steps per iteration instead of 20 from Python: it pays for runs of a
-#: few thousand iterations from several hundred records, not for short fits of small models.
+#: again), and saves 20-50 us per step at 1,000 records (the paper's regression: 6.3 us on
+#: PyTensor 2 and 0.9 us on PyTensor 3, against 21-29 us for the target alone from Python, plus
+#: the Python step around it), with up to 100 steps per iteration instead of 20 from Python: it
+#: pays for runs of a few thousand iterations from several hundred records, not for short fits of
+#: small models.
 NUMBA_MIN_RECORDS = 500
-#: A step in numba costs this fraction of the same step from Python (measured on the paper's
-#: regression at n = 1000: 22 us against 55 us; the Python calls between steps are gone).
-COMPILED_COST_FACTOR = 0.4
+#: A step in numba costs at most about this fraction of the same step from Python (measured on
+#: the paper's regression at n = 1000, its nine column sums split by
+#: :func:`~pymc_unbounded_dp._graph.split_column_sums`: 6.3 us on PyTensor 2 (PyMC 5) and 0.9 us
+#: on PyTensor 3 (PyMC 6) against 21-29 us for the target's evaluation from Python; the Python
+#: calls between steps are gone). A fixed figure, not a timing, so that seeds reproduce.
+COMPILED_COST_FACTOR = 0.1
 #: Default upper bounds of the steps per iteration, in numba and from Python.
 MAX_STEPS_COMPILED = 100
 MAX_STEPS_PYTHON = 20

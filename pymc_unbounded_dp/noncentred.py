@@ -60,7 +60,7 @@ from pytensor.tensor.linalg import cholesky, solve_triangular
 from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
-from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, without_guards
+from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, split_column_sums, without_guards
 from pymc_unbounded_dp._registry import ModelBlocks, RecordsSpec
 
 __all__ = [
@@ -639,7 +639,7 @@ def build_noncentred(
     record_rvs = {spec.rv for spec in blocks.records}
     observed = [rv for rv in model.observed_RVs if rv not in record_rvs]
     log_target = model.logp(vars=[*model.free_RVs, *model.potentials, *observed], jacobian=True)
-    (log_target,) = without_guards([clone_replace(log_target, graphs.records)])
+    (log_target,) = split_column_sums(without_guards([clone_replace(log_target, graphs.records)]))
     log_target_fn = compile_pymc(
         [*value_vars, *graphs.u_inputs], log_target, on_unused_input="ignore", mode=KERNEL_MODE
     )

@@ -200,3 +200,51 @@ def test_the_degree_of_a_division_by_the_variable_is_not_a_polynomial():
     assert polynomial_degree(x / x, x) is None
     assert polynomial_degree(1.0 / (x + 1.0), x) is None
     assert polynomial_degree((x**2) / pt.sqrt(x), x) is None
+
+
+def _sums_of_joins(graph) -> int:
+    from pytensor.graph.traversal import ancestors  # noqa: PLC0415 (PyTensor 2 and 3)
+
+    from pymc_unbounded_dp._graph import Join, Sum
+
+    return sum(
+        1
+        for var in ancestors([graph])
+        if var.owner is not None
+        and isinstance(var.owner.op, Sum)
+        and var.owner.inputs[0].owner is not None
+        and isinstance(var.owner.inputs[0].owner.op, Join)
+    )
+
+
+@pytest.mark.parametrize(
+    ("join_axis", "sum_axis", "split"),
+    [
+        (1, 0, True),  # a released sum of several per-record statistics: stack(..., axis=1).sum(0)
+        (-1, (0,), True),
+        (1, None, False),  # the join's axis is summed too: left as it is
+        (1, 1, False),
+        (0, 1, True),  # rows summed along the columns
+        (2, (0, 1), True),  # a 3-d join
+    ],
+)
+def test_column_sums_split_a_sum_of_joined_pieces_into_the_join_of_their_sums(
+    join_axis, sum_axis, split
+):
+    """One-column and wider pieces, negative axes, 2 and 3 dimensions: the rewritten graph has
+    no sum of a join where one was split, and its value is the original's up to rounding."""
+    from pymc_unbounded_dp._graph import split_column_sums
+
+    rng = np.random.default_rng(0)
+    ndim = 3 if join_axis == 2 else 2
+    x = pt.tensor("x", shape=(None,) * ndim)
+    one = pt.expand_dims(pt.exp(x).sum(axis=join_axis), join_axis)  # one slice along the axis
+    pieces = [x**2, one, pt.clip(x, -0.5, 0.5) * 3.0]
+    total = pt.join(join_axis, *pieces).sum(axis=sum_axis)
+    (rewritten,) = split_column_sums([total])
+    assert _sums_of_joins(total) == 1 and _sums_of_joins(rewritten) == (0 if split else 1)
+    value = rng.normal(size=(5, 4, 3)[:ndim])
+    expected = total.eval({x: value})
+    np.testing.assert_allclose(rewritten.eval({x: value}), expected, rtol=1e-13, atol=0)
+    assert rewritten.type.shape == total.type.shape or not split
+    assert rewritten.dtype == total.dtype

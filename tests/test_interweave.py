@@ -690,8 +690,9 @@ def test_a_compiled_step_is_tuned_as_the_cheaper_one():
         costs[backend] = move._tuner.relative_cost
     assert costs["python"] == 0.05
     assert costs["numba"] == pytest.approx(0.05 * COMPILED_COST_FACTOR, rel=1e-12)
-    # the measured ratio of a step's cost (22 against 55 us at 1,000 records), as documented
-    assert COMPILED_COST_FACTOR == 0.4
+    # the measured ratio of a step's cost at 1,000 records (6.3 and 0.9 us in numba on PyTensor 2
+    # and 3 against 21-29 us for the target from Python), rounded up, as documented
+    assert COMPILED_COST_FACTOR == 0.1
 
 
 @pytest.mark.parametrize("method", ["auto", "noncentred"])
