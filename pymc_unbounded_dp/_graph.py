@@ -274,20 +274,14 @@ def split_column_sums(graphs: Sequence) -> list:
 
 def _column_sums(total: pt.TensorVariable) -> pt.TensorVariable | None:
     """``total`` (a ``Sum`` of a ``Join``) as the join of its pieces' sums, or ``None`` where the
-    join's axis is summed over or not a constant."""
+    join's axis is summed over or not a constant. Joins nested along the same axis (a
+    ``concatenate`` of ``stack``s) give their own pieces."""
     (joined,) = total.owner.inputs
-    if joined.owner is None or not isinstance(joined.owner.op, Join):
+    found = _join_of(joined)
+    if found is None:
         return None
-    op, pieces = joined.owner.op, list(joined.owner.inputs)
-    if isinstance(getattr(op, "axis", None), int):  # PyTensor 3: the axis is the op's
-        axis = op.axis
-    else:  # PyTensor 2: the axis is the first input
-        value = constant_value(pieces.pop(0))
-        if value is None:
-            return None
-        axis = int(value)
+    axis, pieces = found
     ndim = joined.ndim
-    axis %= ndim
     summed = tuple(range(ndim)) if total.owner.op.axis is None else tuple(total.owner.op.axis)
     summed = tuple(a % ndim for a in summed)
     if axis in summed:
@@ -301,6 +295,27 @@ def _column_sums(total: pt.TensorVariable) -> pt.TensorVariable | None:
         else:
             sums.append(piece.sum(axis=summed))
     return pt.join(kept_axis, *sums).astype(total.dtype)
+
+
+def _join_of(var) -> tuple[int, list] | None:
+    """``(axis, pieces)`` of a ``Join`` with a constant axis (non-negative), the pieces of joins
+    nested along the same axis in their place; ``None`` for anything else."""
+    if var.owner is None or not isinstance(var.owner.op, Join):
+        return None
+    op, pieces = var.owner.op, list(var.owner.inputs)
+    if isinstance(getattr(op, "axis", None), int):  # PyTensor 3: the axis is the op's
+        axis = op.axis
+    else:  # PyTensor 2: the axis is the first input
+        value = constant_value(pieces.pop(0))
+        if value is None:
+            return None
+        axis = int(value)
+    axis %= var.ndim
+    flat = []
+    for piece in pieces:
+        inner = _join_of(piece)
+        flat.extend(inner[1] if inner is not None and inner[0] == axis else [piece])
+    return axis, flat
 
 
 # --------------------------------------------------------------------------------------------------

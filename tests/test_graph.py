@@ -203,9 +203,9 @@ def test_the_degree_of_a_division_by_the_variable_is_not_a_polynomial():
 
 
 def _sums_of_joins(graph) -> int:
-    from pytensor.graph.traversal import ancestors  # noqa: PLC0415 (PyTensor 2 and 3)
-
-    from pymc_unbounded_dp._graph import Join, Sum
+    from pytensor.graph.traversal import ancestors
+    from pytensor.tensor.basic import Join
+    from pytensor.tensor.math import Sum
 
     return sum(
         1
@@ -214,6 +214,15 @@ def _sums_of_joins(graph) -> int:
         and isinstance(var.owner.op, Sum)
         and var.owner.inputs[0].owner is not None
         and isinstance(var.owner.inputs[0].owner.op, Join)
+    )
+
+
+def _joins(graph) -> int:
+    from pytensor.graph.traversal import ancestors
+    from pytensor.tensor.basic import Join
+
+    return sum(
+        1 for v in ancestors([graph]) if v.owner is not None and isinstance(v.owner.op, Join)
     )
 
 
@@ -240,9 +249,12 @@ def test_column_sums_split_a_sum_of_joined_pieces_into_the_join_of_their_sums(
     x = pt.tensor("x", shape=(None,) * ndim)
     one = pt.expand_dims(pt.exp(x).sum(axis=join_axis), join_axis)  # one slice along the axis
     pieces = [x**2, one, pt.clip(x, -0.5, 0.5) * 3.0]
-    total = pt.join(join_axis, *pieces).sum(axis=sum_axis)
+    inner = pt.join(join_axis, one * 2.0, pt.sin(x))  # a join nested along the same axis
+    total = pt.join(join_axis, *pieces, inner).sum(axis=sum_axis)
     (rewritten,) = split_column_sums([total])
     assert _sums_of_joins(total) == 1 and _sums_of_joins(rewritten) == (0 if split else 1)
+    joins = _joins(rewritten)  # split: the nested join's pieces summed too, one join of sums
+    assert joins == (1 if split else 2)
     value = rng.normal(size=(5, 4, 3)[:ndim])
     expected = total.eval({x: value})
     np.testing.assert_allclose(rewritten.eval({x: value}), expected, rtol=1e-13, atol=0)
