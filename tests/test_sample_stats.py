@@ -50,6 +50,36 @@ def test_interweaving_move_switched_off_reports_off_and_no_nan():
     assert np.all((stats["interweave_accept_rate"] >= 0) & (stats["interweave_accept_rate"] <= 1))
 
 
+def test_a_draw_whose_steps_were_all_rejected_reports_a_rate_of_zero(monkeypatch):
+    """The move's kernel stubbed to reject every step (it still proposes them): each draw has
+    the move on with its 3 steps and an acceptance rate of 0.0, not 1 / 3."""
+    from pymc_unbounded_dp.kernels import interweave as rw
+
+    real_step = rw.step
+
+    def rejecting(rng, state, log_density, params, steps):
+        _, info = real_step(rng, state, log_density, params, steps)
+        return state, info._replace(accepted=0, squared_jump=0.0)
+
+    monkeypatch.setattr(rw, "step", rejecting)
+    with pm.Model() as model:
+        theta = pm.Beta("theta", 1.0, 1.0)
+        x = pmdp.Records("x", pm.Bernoulli.dist(theta), n=30)
+        pmdp.PrivatizedSum("s", x, pmdp.Laplace(epsilon=1.0), observed=12.0)
+    idata = pmdp.sample(
+        model=model,
+        augment="records",
+        interweave={"n_steps": 3, "backend": "python"},
+        draws=10,
+        tune=0,
+        random_seed=3,
+        **SAMPLE,
+    )
+    stats = package_stats(idata)
+    assert np.all(stats["interweave_on"]) and np.all(stats["interweave_steps"] == 3)
+    assert np.all(stats["interweave_accept_rate"] == 0.0)
+
+
 def test_no_nan_when_an_iteration_proposes_no_birth_or_no_death():
     """With one birth/death move per iteration every iteration proposes only one kind; the
     other's rate is 0.0, not NaN."""
