@@ -11,7 +11,6 @@ is the catalogue).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
@@ -25,6 +24,7 @@ from pytensor.graph.basic import Variable
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorConstant, TensorVariable
 
+from pymc_unbounded_dp._checks import is_real
 from pymc_unbounded_dp._graph import QUICK_MODE, quick_draw
 from pymc_unbounded_dp.mechanisms import Mechanism
 
@@ -90,9 +90,7 @@ def check_observed(observed, owner: str, argument: str = "observed") -> np.ndarr
         raise TypeError(
             f"{owner}: {label} must be a number or a rectangular array, got {value!r}."
         ) from None
-    if array.dtype == object and all(
-        isinstance(v, numbers.Real) and not isinstance(v, bool) for v in array.flat
-    ):
+    if array.dtype == object and all(is_real(v) for v in array.flat):
         array = array.astype(float)
     if array.dtype.kind not in "iuf":
         raise TypeError(
