@@ -23,6 +23,8 @@ the per-chain reset, the tuning flag and a competence that claims no variable.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
@@ -36,8 +38,10 @@ from pymc.sampling.mcmc import assign_step_methods, instantiate_steppers
 from pymc.step_methods import STEP_METHODS
 from pymc.step_methods.arraystep import GradientSharedStep
 from pymc.step_methods.compound import BlockedStep, Competence, CompoundStep, flatten_steps
-from pytensor.compile.mode import get_default_mode
+from pytensor.compile.mode import Mode, get_default_mode
 from pytensor.link.vm import VMLinker
+
+from pymc_unbounded_dp._numba_backend import object_mode_messages
 
 __all__ = [
     "LEGACY_SAMPLE_KEYWORDS",
@@ -52,6 +56,8 @@ __all__ = [
     "step_method_names",
     "step_methods",
 ]
+
+_log = logging.getLogger(__name__)
 
 #: The loggers of PyMC that report on sampling (the start banner, the timing line, the
 #: convergence warnings), by their module names: what a caller quiets for many short runs.
@@ -104,12 +110,16 @@ def instantiate_steps(
     selected: dict,
     step_kwargs: dict | None,
     reuse: dict | None = None,
+    gradient_mode: Mode | None = None,
 ) -> list[BlockedStep]:
     """Build the steps of :func:`assign_steps`'s choice, as a flat list of single steps.
 
     PyMC returns one step, or a list of them when there are several (each possibly compound).
     ``step_kwargs`` maps a step class's ``name`` to its keyword arguments, as ``pm.sample``'s;
-    the gradient steps get :func:`gradient_step_options` besides.
+    the gradient steps get :func:`gradient_step_options` besides, with ``gradient_mode`` (see
+    :func:`~pymc_unbounded_dp._numba_backend.gradient_mode`) where the user gave no mode. Where
+    that mode is numba's and the gradient has an op without a numba implementation, the steps
+    are built again with PyMC's default mode (said in the log).
 
     ``reuse`` (a dict kept with the model between fits) holds the compiled targets of the
     gradient steps built here: a later call for the same variables, with the same options that
@@ -121,7 +131,10 @@ def instantiate_steps(
     ``mode``, ``compile_kwargs``, ...) are always compiled afresh.
     """
     given = dict(step_kwargs or {})
-    kwargs = gradient_step_options(selected, given)
+    gradient = [cls for cls in selected if issubclass(cls, GradientSharedStep)]
+    if all("mode" in given.get(cls.name, {}) for cls in gradient):
+        gradient_mode = None  # no gradient step, or the user chose each one's mode
+    kwargs = gradient_step_options(selected, given, gradient_mode)
     keys = {}
     if reuse is not None:
         for cls, variables in selected.items():
@@ -131,7 +144,22 @@ def instantiate_steps(
             keys[cls, frozenset(v.name for v in variables)] = key
             if key in reuse:
                 kwargs[cls.name] = {**kwargs.get(cls.name, {}), "logp_dlogp_func": reuse[key]}
-    built = flat_steps(instantiate_steppers(model, provided, selected, step_kwargs=kwargs))
+    # PyMC appends the steps it builds to the list it is given: a copy, for the fallback below
+    if gradient_mode is None:
+        built = flat_steps(instantiate_steppers(model, [*provided], selected, step_kwargs=kwargs))
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            built = flat_steps(
+                instantiate_steppers(model, [*provided], selected, step_kwargs=kwargs)
+            )
+        object_mode = object_mode_messages(caught)
+        if object_mode:
+            _log.info("The gradient steps use PyMC's default backend: %s", object_mode[0])
+            return instantiate_steps(model, provided, selected, step_kwargs, reuse)
+        for w in caught:  # the other warnings, as they were
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        _log.info("The gradient steps are compiled with numba")
     for step in built:
         key = keys.get((type(step), frozenset(v.name for v in step.vars)))
         if key is not None:
@@ -250,9 +278,14 @@ def logp_restricted_to(model: pm.Model, kept: list, extra: list | None = None) -
         del model.logp
 
 
-def gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
+def gradient_step_options(
+    selected: dict, step_kwargs: dict | None, mode: Mode | None = None
+) -> dict:
     """``step_kwargs`` with the compile options of the gradient-based steps PyMC will build
     (NUTS, HamiltonianMC), unless given otherwise.
+
+    * ``mode``, where given (the package's numba mode on PyMC 5 for many records:
+      :func:`~pymc_unbounded_dp._numba_backend.gradient_mode`).
 
     * ``trust_input=True``. PyMC sets ``trust_input`` on their ``ValueGradFunction``, an
       attribute the compiled PyTensor function never reads (PyMC 5.28 and 6.4): every leapfrog
@@ -264,15 +297,17 @@ def gradient_step_options(selected: dict, step_kwargs: dict | None) -> dict:
       reused instead of allocated again at every leapfrog step (one gradient of the paper's
       regression: 60 -> 49 us; the same arithmetic). The price is memory: the intermediates stay
       allocated, a few arrays of the records' length. PyMC 6 compiles with numba, which has no
-      such intermediates.
+      such intermediates. Not with ``mode``.
 
     Both are keywords of the step that reach ``pytensor.function``; both reach into how PyMC
     compiles its steps' target and which linker PyTensor uses, hence here.
     """
     options: dict = {"trust_input": True}
-    mode = get_default_mode()
-    if isinstance(mode.linker, VMLinker):
-        options["mode"] = mode.clone(link_kwargs={"allow_gc": False})
+    default = get_default_mode()
+    if mode is not None:
+        options["mode"] = mode
+    elif isinstance(default.linker, VMLinker):
+        options["mode"] = default.clone(link_kwargs={"allow_gc": False})
     kwargs = dict(step_kwargs or {})
     for cls in selected:
         if issubclass(cls, GradientSharedStep):

@@ -18,6 +18,7 @@ from pymc.step_methods import NUTS
 from pymc.step_methods.compound import BlockedStep
 
 from pymc_unbounded_dp._compile import CompiledModel
+from pymc_unbounded_dp._numba_backend import gradient_mode, records_at_start
 from pymc_unbounded_dp._pymc_bridge import (
     assign_steps,
     flat_steps,
@@ -145,8 +146,12 @@ def parameter_steps(
         steps = []
         if provided or selected:
             # at the sums level the target reads this fit's latent sums: compiled afresh
-            reuse = compiled.memoised("gradient steps", dict) if table_laws is None else None
-            steps = instantiate_steps(model, provided, selected, step_kwargs, reuse)
+            if table_laws is None:
+                reuse = compiled.memoised("gradient steps", dict)
+                mode = gradient_mode(records_at_start(model, compiled))
+            else:  # the sums level's target has no records
+                reuse = mode = None
+            steps = instantiate_steps(model, provided, selected, step_kwargs, reuse, mode)
         if independent:
             options = (step_kwargs or {}).get(IndependenceMetropolis.name, {})
             steps.append(IndependenceMetropolis(vars=independent, model=model, **options))

@@ -39,6 +39,7 @@ from pymc.pytensorf import compile as compile_pymc
 from pymc_unbounded_dp._checks import check_integer
 from pymc_unbounded_dp._compile import CompiledModel, compile_model
 from pymc_unbounded_dp._graph import KERNEL_MODE
+from pymc_unbounded_dp._numba_backend import NUMBA_MIN_RECORDS, records_at_start
 from pymc_unbounded_dp._pymc_bridge import PackageStep
 from pymc_unbounded_dp.kernels import interweave as rw
 from pymc_unbounded_dp.kernels._noise import residual_log_density
@@ -55,19 +56,13 @@ __all__ = ["Interweave", "ParameterMove", "moving_parameters"]
 _log = logging.getLogger(__name__)
 _METHODS = ("auto", "noncentred", "full-refresh")
 _BACKENDS = ("auto", "numba", "python")
-#: With ``backend="auto"``, the non-centred move runs in numba from this many records (all tables,
-#: at the start of ``n``): numba's compilation costs 2-5 s per model built (a new process compiles
-#: again), and saves 20-50 us per step at 1,000 records (the paper's regression: 6.3 us on
-#: PyTensor 2 and 0.9 us on PyTensor 3, against 21-29 us for the target alone from Python, plus
-#: the Python step around it), with up to 100 steps per iteration instead of 20 from Python: it
-#: pays for runs of a few thousand iterations from several hundred records, not for short fits of
-#: small models.
-NUMBA_MIN_RECORDS = 500
 #: A step in numba costs at most about this fraction of the same step from Python (measured on
 #: the paper's regression at n = 1000, its nine column sums split by
-#: :func:`~pymc_unbounded_dp._graph.split_column_sums`: 6.3 us on PyTensor 2 (PyMC 5) and 0.9 us
-#: on PyTensor 3 (PyMC 6) against 21-29 us for the target's evaluation from Python; the Python
-#: calls between steps are gone). A fixed figure, not a timing, so that seeds reproduce.
+#: :func:`~pymc_unbounded_dp._graph.split_column_sums` and, on PyTensor 2, summed inside the
+#: elementwise loop (:mod:`~pymc_unbounded_dp._fused_sums`): about 3 us on PyTensor 2 (PyMC 5)
+#: and 0.9 us on PyTensor 3 (PyMC 6) against 21-29 us for the target's evaluation from Python;
+#: the Python calls between steps are gone). A fixed figure, not a timing, so that seeds
+#: reproduce.
 COMPILED_COST_FACTOR = 0.1
 #: Default upper bounds of the steps per iteration, in numba and from Python.
 MAX_STEPS_COMPILED = 100
@@ -375,11 +370,9 @@ class Interweave(ParameterMove):
         implementation (``backend="numba"`` without one is refused here, at build time)."""
         if self.method != "noncentred" or self.backend == "python":
             return None
-        point = model.initial_point()
-        n_records = sum(table.n_at(point) for table in self.compiled.tables)
-        if self.backend == "auto" and n_records < NUMBA_MIN_RECORDS:
+        if self.backend == "auto" and records_at_start(model, self.compiled) < NUMBA_MIN_RECORDS:
             return None
-        layout = _flat_layout(point, self._names)
+        layout = _flat_layout(model.initial_point(), self._names)
         key = ("numba", tuple((name, *place[:3]) for name, place in layout.items()))
         target = self.compiled.memoised(key, lambda: self.noncentred.flat_log_target(layout))
         if target is None and self.backend == "numba":

@@ -42,7 +42,6 @@ of :func:`pymc_unbounded_dp.kernels.interweave.step_compiled`.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -61,6 +60,7 @@ from pytensor.tensor.random.op import RandomVariable
 from scipy import special
 
 from pymc_unbounded_dp._graph import KERNEL_MODE, depends_on, split_column_sums, without_guards
+from pymc_unbounded_dp._numba_backend import numba_function
 from pymc_unbounded_dp._registry import ModelBlocks, RecordsSpec
 
 __all__ = [
@@ -536,25 +536,6 @@ class FlatLogTarget(NamedTuple):
             *(np.ascontiguousarray(x, dtype=np.float64) for x in u),
             *(variable.get_value(borrow=True) for variable in self.shared),
         )
-
-
-def numba_function(inputs: list, output: pt.TensorVariable):
-    """``output`` compiled with PyTensor's numba backend (``mode="NUMBA"``; the whole-graph numba
-    function is ``.vm.jit_fn``, whose arguments are ``inputs`` then the shared variables of
-    ``.maker.fgraph.inputs``), or ``None`` where an op has no numba implementation (PyTensor would
-    run its Python ``perform`` in numba's object mode, slower than the C path)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            function = compile_pymc(inputs, output, on_unused_input="ignore", mode="NUMBA")
-        except NotImplementedError as error:
-            _log.info("numba backend unavailable for this graph (%s)", error)
-            return None
-    object_mode = [str(w.message) for w in caught if "object mode" in str(w.message)]
-    if object_mode:
-        _log.info("numba backend unavailable for this graph: %s", object_mode[0])
-        return None
-    return function
 
 
 def record_forms(specs, moving: list) -> list[Form | None]:
