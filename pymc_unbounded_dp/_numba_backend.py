@@ -26,7 +26,7 @@ from pymc.pytensorf import compile as compile_pymc
 from pytensor.compile.mode import Mode, get_default_mode, get_mode
 from pytensor.link.vm import VMLinker
 
-from pymc_unbounded_dp import _fused_sums
+import pymc_unbounded_dp._fused_sums as _fused_sums
 
 __all__ = [
     "NUMBA_MIN_RECORDS",
