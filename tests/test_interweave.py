@@ -1084,7 +1084,8 @@ def test_the_full_refresh_target_is_the_prior_and_every_released_count():
 
 def test_the_full_refresh_move_redraws_every_record_of_vector_valued_records():
     """Records with a coordinate axis, ``(n, k) = (7, 2)``: each proposal redraws all ``n``
-    records (a count read from the wrong axis would draw ``k`` of them)."""
+    records (a count read from the wrong axis would draw ``k`` of them), and the step takes the
+    containers' records for the chain's (a count read from the wrong axis would skip the move)."""
     with pm.Model() as model:
         mu = pm.Normal("mu", 0.0, 1.0, shape=2)
         x = pmdp.Records("x", pm.MvNormal.dist(mu, np.eye(2)), n=7)
@@ -1098,6 +1099,10 @@ def test_the_full_refresh_move_redraws_every_record_of_vector_valued_records():
     log_density, _, _ = move._target(model.initial_point(), records, np.zeros(2))
     _, (drawn,) = log_density(np.array([0.3, -0.2]))
     assert drawn.shape == (7, 2)
+    # the step sees that the containers hold the chain's 7 records (their first axis) and moves
+    move.start_chain(np.random.default_rng(0))
+    _, (stats_,) = move.step(model.initial_point())
+    assert stats_["interweave_steps"] == 1
 
 
 def test_the_full_refresh_move_takes_a_smaller_max_steps():
