@@ -12,7 +12,7 @@ leapfrog steps). From :data:`NUMBA_MIN_RECORDS` records both are compiled with n
 
 On PyMC 5 (PyTensor 2) :func:`numba_mode` adds the package's rewrite that sums inside the
 elementwise loop (:mod:`pymc_unbounded_dp._fused_sums`). On the paper's regression at 1,000
-records one NUTS gradient then costs about 9 us instead of 49 us in C.
+records one NUTS gradient then costs about 10 us instead of 49 us in C.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ _log = logging.getLogger(__name__)
 #: with numba: numba's compilation costs 2-5 s per model built (PyTensor caches it on disk), and
 #: saves 20-50 us per evaluation at 1,000 records (the paper's regression: the move's step 4.2 us
 #: on PyTensor 2 and 0.9 us on PyTensor 3, against 21-29 us for the target alone from Python; a
-#: NUTS gradient 9 us against 49 us in C): it pays for runs of a few thousand iterations from
+#: NUTS gradient 10 us against 49 us in C): it pays for runs of a few thousand iterations from
 #: several hundred records, not for short fits of small models.
 NUMBA_MIN_RECORDS = 500
 

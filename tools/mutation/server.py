@@ -73,7 +73,10 @@ while True:
             break
         time.sleep(0.05)
     limit = timeout
-    conn.sendall(str(code).encode())
+    try:
+        conn.sendall(str(code).encode())
+    except BrokenPipeError:  # the client is gone (cosmic-ray's own timeout killed it): serve on
+        pass
     conn.close()
 server.close()
 os.unlink(sock_path)
