@@ -56,9 +56,11 @@ class FusedSums(Op):
         return Apply(self, list(inputs), outputs)
 
     def perform(self, node, inputs, output_storage):
-        terms = Elemwise(self.scalar_op)(*node.inputs, return_list=True)
-        values = pytensor.function(node.inputs, terms, mode="FAST_COMPILE")(*inputs)
-        for storage, value in zip(output_storage, values):
+        """The sums in Python (any mode but numba, which compiles the loop): the scalar op on
+        every element, then NumPy's sums."""
+        n_out = self.scalar_op.nout
+        terms = np.vectorize(self.scalar_op.impl, otypes=[np.float64] * n_out)(*inputs)
+        for storage, value in zip(output_storage, terms if n_out > 1 else [terms]):
             storage[0] = np.asarray(np.sum(value), dtype=np.float64)
 
 

@@ -118,6 +118,10 @@ def test_the_op_computes_the_same_sums_outside_numba(vectors):
     np.testing.assert_allclose(
         function(value, shift), [(value * shift).sum(), (value + shift).sum()]
     )
+    single = pytensor.scalar.Composite([sx, sa], [pytensor.scalar.exp(sx - sa)])
+    (output,) = FusedSums(single, (False, True))(x, a, return_list=True)
+    function = pytensor.function([x, a], output, mode="FAST_COMPILE")
+    np.testing.assert_allclose(function(value, shift), np.exp(value - shift).sum())
 
 
 # -- the NUTS step's backend --------------------------------------------------------------------------
