@@ -23,6 +23,7 @@ import hashlib
 import numpy as np
 import pytensor
 from pytensor.graph.basic import Apply
+from pytensor.graph.features import ReplaceValidate
 from pytensor.graph.op import Op
 from pytensor.graph.rewriting.basic import GraphRewriter
 from pytensor.scalar import get_scalar_type
@@ -69,7 +70,7 @@ class _FuseFullSums(GraphRewriter):
     summed over its whole length and used nowhere else, by one :class:`FusedSums` node."""
 
     def add_requirements(self, fgraph):
-        pass
+        fgraph.attach_feature(ReplaceValidate())  # for replace_all_validate
 
     def apply(self, fgraph):
         for node in list(fgraph.toposort()):
