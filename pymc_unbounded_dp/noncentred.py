@@ -502,7 +502,8 @@ class NonCentredModel:
         """The log target's graph on a flat vector of the moving parameters (``layout`` as in
         :meth:`flat_log_target`) and its inputs: the flat vector, the other value variables,
         the ancillaries' inputs."""
-        flat = pt.vector("flat_parameters", dtype="float64")
+        size = max((place[1] for place in layout.values()), default=0)
+        flat = pt.tensor("flat_parameters", shape=(size,), dtype="float64")
         replacements, fixed = {}, []
         for value in self._value_vars:
             if value.name not in layout:
