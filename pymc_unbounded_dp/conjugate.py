@@ -49,7 +49,9 @@ from pymc.model import modelcontext
 from pymc.pytensorf import compile as compile_pymc
 from scipy import special
 
+import pymc_unbounded_dp.kernels.conjugate as _kernels
 from pymc_unbounded_dp._compile import compile_model
+from pymc_unbounded_dp._graph import KERNEL_MODE
 from pymc_unbounded_dp._pymc_bridge import PackageStep
 
 __all__ = [
@@ -147,10 +149,15 @@ class ConjugateGibbs(PackageStep):
             rvs_to_transforms=model.rvs_to_transforms,
         )
         names = [v.name for v in [*model.free_RVs, *model.deterministics]]
-        fn = compile_pymc(list(model.value_vars), outputs, on_unused_input="ignore")
+        fn = compile_pymc(
+            list(model.value_vars), outputs, on_unused_input="ignore", mode=KERNEL_MODE
+        )
+        fn.trust_input = True  # the point's values are converted to the value variables' dtypes
+        dtypes = [np.dtype(v.dtype) for v in model.value_vars]
 
         def read(point):
-            return dict(zip(names, fn(*(point[name] for name in self._all_values))))
+            args = (np.asarray(point[k], dtype=t) for k, t in zip(self._all_values, dtypes))
+            return dict(zip(names, fn(*args)))
 
         return read
 
@@ -173,11 +180,15 @@ class ConjugateGibbs(PackageStep):
             },
             rvs_to_transforms={rv: t for rv, t in model.rvs_to_transforms.items() if rv not in rvs},
         )
-        fn = compile_pymc([*model.value_vars, *placeholders], forward, on_unused_input="ignore")
-        dtypes = [rv.dtype for rv in rvs]
+        fn = compile_pymc(
+            [*model.value_vars, *placeholders], forward, on_unused_input="ignore", mode=KERNEL_MODE
+        )
+        fn.trust_input = True  # the arguments are converted to the inputs' dtypes
+        value_dtypes = [np.dtype(v.dtype) for v in model.value_vars]
+        dtypes = [np.dtype(rv.dtype) for rv in rvs]
 
         def write(point, new_values):
-            args = [point[name] for name in self._all_values]
+            args = [np.asarray(point[k], dtype=t) for k, t in zip(self._all_values, value_dtypes)]
             args += [np.asarray(v, dtype=d) for v, d in zip(new_values, dtypes)]
             return fn(*args)
 
@@ -225,9 +236,14 @@ def gamma_poisson(rng: np.random.Generator, total, count, a: float, b: float) ->
     return float(rng.gamma(a + float(total), 1.0 / (b + float(count))))
 
 
+def _float_array(values) -> np.ndarray:
+    """``values`` as the contiguous ``float64`` array the compiled kernels take."""
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
 def _mvnormal_precision(rng: np.random.Generator, mean: np.ndarray, precision: np.ndarray):
-    chol = np.linalg.cholesky(precision)
-    return mean + np.linalg.solve(chol.T, rng.standard_normal(mean.shape[0]))
+    normals = _float_array(rng.standard_normal(mean.shape[0]))
+    return _kernels.mvnormal_from_precision(mean, _float_array(precision), normals)
 
 
 def normal_gamma(
@@ -249,14 +265,12 @@ def normal_gamma(
 
     Defaults: ``m = 0``, ``P = I``.
     """
-    z = np.asarray(design, dtype=float)
-    y = np.asarray(response, dtype=float)
+    z = _float_array(design)
+    y = _float_array(response)
     p = z.shape[1]
-    m = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
-    precision = np.eye(p) if prior_precision is None else np.asarray(prior_precision, dtype=float)
-    posterior_precision = precision + z.T @ z
-    mean = np.linalg.solve(posterior_precision, precision @ m + z.T @ y)
-    rate = b + 0.5 * (y @ y + m @ precision @ m - mean @ posterior_precision @ mean)
+    m = np.zeros(p) if prior_mean is None else _float_array(prior_mean)
+    precision = np.eye(p) if prior_precision is None else _float_array(prior_precision)
+    posterior_precision, mean, rate = _kernels.normal_gamma_posterior(z, y, m, precision, float(b))
     tau = rng.gamma(a + 0.5 * y.shape[0], 1.0 / rate)
     beta = _mvnormal_precision(rng, mean, tau * posterior_precision)
     return beta, float(tau)
@@ -274,13 +288,12 @@ def normal_mean(
     ``mu | x ~ N(P_n^{-1} (P m + Phi sum x_i), P_n^{-1})`` with ``P_n = P + n Phi``. ``x`` is
     ``(n, p)``; defaults ``m = 0``, ``P = I``.
     """
-    x = np.asarray(x, dtype=float)
-    phi = np.atleast_2d(np.asarray(precision, dtype=float))
+    x = _float_array(x)
+    phi = np.atleast_2d(_float_array(precision))
     p = phi.shape[0]
-    m = np.zeros(p) if prior_mean is None else np.asarray(prior_mean, dtype=float)
-    prior = np.eye(p) if prior_precision is None else np.asarray(prior_precision, dtype=float)
-    posterior_precision = prior + x.shape[0] * phi
-    mean = np.linalg.solve(posterior_precision, prior @ m + phi @ x.sum(axis=0))
+    m = np.zeros(p) if prior_mean is None else _float_array(prior_mean)
+    prior = np.eye(p) if prior_precision is None else _float_array(prior_precision)
+    posterior_precision, mean = _kernels.normal_mean_posterior(x, phi, m, prior)
     return _mvnormal_precision(rng, mean, posterior_precision)
 
 
@@ -292,19 +305,17 @@ def wishart_precision(
     ``Phi | x, mu ~ Wishart(nu + n, (V^{-1} + S)^{-1})`` with ``S = sum_i (x_i - mu)(x_i - mu)'``
     (Bartlett decomposition). Default ``V = I``.
     """
-    x = np.asarray(x, dtype=float)
+    x = _float_array(x)
     p = x.shape[1]
-    v_inv = np.eye(p) if scale is None else np.linalg.inv(np.asarray(scale, dtype=float))
-    centred = x - np.asarray(mean, dtype=float)
-    posterior_scale = np.linalg.inv(v_inv + centred.T @ centred)
+    v_inv = np.eye(p) if scale is None else np.linalg.inv(_float_array(scale))
+    mean = _float_array(np.broadcast_to(np.asarray(mean, dtype=np.float64), (p,)))
+    chol = _kernels.wishart_scale_factor(x, mean, v_inv)
     df = nu + x.shape[0]
-    chol = np.linalg.cholesky(posterior_scale)
     a = np.zeros((p, p))
     for i in range(p):
         a[i, i] = math.sqrt(rng.chisquare(df - i))
         a[i, :i] = rng.standard_normal(i)
-    la = chol @ a
-    return la @ la.T
+    return _kernels.lower_outer(chol, a)
 
 
 def bartlett_factors(phi: np.ndarray, scale=None) -> tuple[np.ndarray, np.ndarray]:
@@ -314,12 +325,11 @@ def bartlett_factors(phi: np.ndarray, scale=None) -> tuple[np.ndarray, np.ndarra
     strictly lower triangle, row by row (``N(0, 1)``), i.e. what a model writing ``Phi`` through
     its Bartlett decomposition samples.
     """
-    phi = np.asarray(phi, dtype=float)
+    phi = _float_array(phi)
     if scale is not None:
-        l_inv = np.linalg.inv(np.linalg.cholesky(np.asarray(scale, dtype=float)))
-        phi = l_inv @ phi @ l_inv.T
-    a = np.linalg.cholesky(phi)
-    return np.diag(a) ** 2, a[np.tril_indices_from(a, k=-1)]
+        l_inv = np.linalg.inv(np.linalg.cholesky(_float_array(scale)))
+        phi = _float_array(l_inv @ phi @ l_inv.T)
+    return _kernels.bartlett_pieces(phi)
 
 
 def _dirichlet_log_target(u, log_sum, n, a, b) -> float:
