@@ -389,6 +389,20 @@ def test_compiled_steps_move_along_the_columns_of_a_triangular_chol():
     assert info.squared_jump == pytest.approx(0.09 * float(np.sum(normals**2)), rel=1e-14)
 
 
+def test_compiled_steps_leave_the_state_they_start_from_as_it_was():
+    """The loop moves its own copy of the position: a caller keeping the old state (to compare,
+    or to restart from it) still has it after accepted steps."""
+    args = (np.zeros(2), np.ones(2))
+    start = rw.init_compiled(np.array([0.4, -0.2]), _shifted_quadratic, args)
+    rng = ScriptedRng(np.array([[1.0, -0.5], [0.2, 0.7]]), np.zeros(2))
+    state, info = rw.step_compiled(
+        rng, start, _shifted_quadratic, args, rw.RWParams(np.eye(2), 0.3), n_steps=2
+    )
+    assert info.accepted == 2
+    assert start.position.tolist() == [0.4, -0.2]
+    np.testing.assert_allclose(state.position, [0.76, -0.14], rtol=1e-14)
+
+
 def test_a_tie_between_log_u_and_the_log_ratio_rejects_in_the_compiled_steps():
     """``log u < log ratio`` strictly, as in :func:`rw.step`: from -1 to 1 under a centred
     quadratic the log ratio is exactly 0, rejected at ``u = 1`` (``log u = 0``) and accepted at

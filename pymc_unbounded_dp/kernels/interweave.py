@@ -239,22 +239,33 @@ def step_compiled(
 
 @nb.njit
 def _walk(log_density_fn, args, position, log_density, chol, jumps, log_u):
-    """The loop of :func:`step_compiled` (the same arithmetic as :func:`step`)."""
+    """The loop of :func:`step_compiled` (the same arithmetic as :func:`step`, written out in
+    loops over two buffers: a step allocates nothing)."""
     d = position.shape[0]
     accepted, squared_jump, probability = 0, 0.0, 0.0
     jump_outer = np.zeros((d, d))
+    position = position.copy()
+    proposal = np.empty(d)
+    jump = np.empty(d)
     for k in range(jumps.shape[0]):
-        jump = chol @ jumps[k]
-        proposal = position + jump
+        for i in range(d):
+            total = 0.0
+            for j in range(d):
+                total += chol[i, j] * jumps[k, j]
+            jump[i] = total
+            proposal[i] = position[i] + total
         proposed = log_density_fn(proposal, *args)[0].item()
         log_ratio = proposed - log_density
         if not math.isnan(log_ratio):
             probability += math.exp(min(log_ratio, 0.0))
         if log_u[k] < log_ratio:
-            position, log_density = proposal, proposed
+            log_density = proposed
             accepted += 1
-            squared_jump += jumps[k] @ jumps[k]
-            jump_outer += np.outer(jump, jump)
+            for i in range(d):
+                position[i] = proposal[i]
+                squared_jump += jumps[k, i] * jumps[k, i]
+                for j in range(d):
+                    jump_outer[i, j] += jump[i] * jump[j]
     return position, log_density, accepted, squared_jump, probability, jump_outer
 
 
