@@ -235,7 +235,7 @@ def test_a_refit_after_set_data_of_n_dp_draws_what_a_fresh_model_draws(augment):
 
 def test_initial_values_given_for_n_win_over_the_start_at_the_current_release():
     """The start that follows ``pm.set_data`` fills in only what the caller left out: a dict,
-    one dict per chain, or PyMC 5's old name ``start``."""
+    one dict per chain, or PyMC 5's old name ``start``; a release below or above the build's."""
     from pymc_unbounded_dp._compile import compile_model
     from pymc_unbounded_dp.sampling import _starting_n_at_current_releases as starting
 
@@ -252,3 +252,6 @@ def test_initial_values_given_for_n_win_over_the_start_at_the_current_release():
     per_chain = starting(compiled, {"initvals": [{"n": 30}, None]})["initvals"]
     assert per_chain == [{"n": 30}, {"n": 14}]
     assert starting(compiled, {"start": {"theta": 0.2}}) == {"start": {"n": 14, "theta": 0.2}}
+    with model:  # a release above the build's (the chain would otherwise start below it)
+        pm.set_data({"n_dp_data": 31})
+    assert starting(compiled, {})["initvals"] == {"n": 31}
