@@ -149,6 +149,12 @@ def test_accept_is_strict_and_the_default_is_one_step():
     state = rw.init(np.zeros(1), quadratic)
     _, info = rw.step(np.random.default_rng(3), state, quadratic, rw.RWParams(np.eye(1), 0.5))
     assert info.proposed == 1
+    args = (np.zeros(1), np.ones(1))
+    compiled = rw.init_compiled(np.zeros(1), _shifted_quadratic, args)
+    _, info = rw.step_compiled(
+        np.random.default_rng(3), compiled, _shifted_quadratic, args, rw.RWParams(np.eye(1), 0.5)
+    )
+    assert info.proposed == 1
 
 
 def test_accept_probability_is_capped_at_one_for_uphill_proposals():
@@ -286,6 +292,7 @@ def _window_precision(positions):
     "steps_at, jump, cost, centred_at, expected",
     [
         ({7}, 0.5, 1.0, set(), "ceil"),  # no centred jump: c = 0, a positive jump pays
+        ({7}, 0.5, None, set(), "ceil"),  # ... and without a cost, 5 d / e steps (e over 1 step)
         ({7}, 0.0, None, set(), 0),  # no accepted jump: never pays
         ({7}, 0.0, None, set(range(1, 25)), 0),  # ... also under the default cost 0
         (set(), 0.0, None, set(), 0),  # no step at all in the window
@@ -294,6 +301,7 @@ def _window_precision(positions):
     ],
     ids=[
         "no-centred-jump",
+        "no-centred-jump-no-cost",
         "no-jump",
         "no-jump-default-cost",
         "no-step",
@@ -316,7 +324,9 @@ def test_the_tuner_with_few_steps_or_centred_jumps(steps_at, jump, cost, centred
         tuner.update(np.array([position]), info, np.array([centred]) if it in centred_at else None)
     e = _window_precision(positions) * jump  # over one step
     if expected == "ceil":  # the fewer of the crossing steps 5 d / e and sqrt(4 d / (e cost))
-        expected = min(math.ceil(5.0 / e), math.ceil(math.sqrt(4.0 / (e * cost))))
+        expected = math.ceil(5.0 / e)
+        if cost is not None:
+            expected = min(expected, math.ceil(math.sqrt(4.0 / (e * cost))))
     # one window that does not pay keeps the starting step (off takes two in a row)
     assert tuner.last_window_pays == (expected != 0)
     assert tuner.final_steps() == (expected or 1)
@@ -447,3 +457,67 @@ def test_a_paying_window_resets_the_count_of_unpaid_windows():
     assert verdicts == [False, True, False]
     assert steps[0] == 3 and steps[1] > 0 and steps[2] == steps[1]
     assert tuner.final_steps() == steps[1]
+
+
+def test_a_tuner_before_its_first_window_keeps_its_starting_steps():
+    """Tuning shorter than the first window (25 iterations): the draws use the starting steps."""
+    tuner = rw.Tuner(2, n_steps=7, max_steps=20, relative_cost=1.0)
+    assert tuner.final_steps() == 7
+    for _ in range(rw.Tuner.first_window - 1):
+        tuner.update(np.zeros(2), rw.RWInfo(0, 7, 0.0, 7 * 0.234, np.zeros((2, 2))))
+    assert tuner.final_steps() == 7 and tuner.n_steps == 7 and tuner.last_window_pays is None
+
+
+def _one_step_windows(accept_probability: float, windows: int = 2) -> rw.Tuner:
+    """A tuner fed windows in which the move makes a single step (iteration 3 of each window),
+    with a negligible jump (it never pays) and the given acceptance probability."""
+    tuner = rw.Tuner(1, n_steps=4, max_steps=20, relative_cost=1.0)
+    t, length = 0, rw.Tuner.first_window
+    for _ in range(windows):
+        for it in range(length):
+            proposed = int(it == 3)
+            info = rw.RWInfo(0, proposed, 0.0, accept_probability * proposed, np.eye(1) * 1e-12)
+            tuner.update(np.array([(-1.0) ** t]), info, np.array([1.0]))
+            t += 1
+        length *= 2
+    return tuner
+
+
+@pytest.mark.parametrize("accept_probability, off", [(0.5, True), (0.9, False)])
+def test_a_window_with_a_single_step_is_settled_by_that_steps_acceptance(accept_probability, off):
+    """Settled means a mean acceptance probability of at most ``SETTLED_ACCEPT`` (0.6) over the
+    window's steps, here one: 0.5 is settled (two such unpaid windows switch the move off), 0.9 is
+    not (the move keeps its steps). The window's sum starts from 0."""
+    tuner = _one_step_windows(accept_probability)
+    assert tuner.last_window_pays is False
+    assert tuner.final_steps() == (0 if off else 4)
+
+
+def test_a_window_that_pays_with_a_single_step_sets_one_step():
+    """A whitened jump of 5 d or more per step crosses the posterior in one step: the window pays
+    and the move makes exactly one step per iteration from then on."""
+    tuner = rw.Tuner(1, n_steps=4, max_steps=20)
+    for it in range(rw.Tuner.first_window):
+        info = rw.RWInfo(1, 1, 0.0, 0.234, np.eye(1) * 100.0)
+        tuner.update(np.array([(-1.0) ** it]), info, None)
+    assert rw.steps_for(1, 100.0 * 0.96, 20) == 1  # the window's precision is about 0.96
+    assert tuner.last_window_pays is True
+    assert tuner.n_steps == 1 and tuner.final_steps() == 1
+
+
+def test_two_unpaid_windows_after_a_paying_one_switch_the_move_off():
+    """Pays, then does not pay twice (settled): the count of unpaid windows restarts at 0 after
+    the paying window, so the second unpaid one switches the move off."""
+    tuner = rw.Tuner(1, n_steps=4, max_steps=20, relative_cost=1.0)
+    t, length, verdicts = 0, rw.Tuner.first_window, []
+    for window in range(3):
+        for _ in range(length):
+            jump = 100.0 if window == 0 else 1e-12
+            info = rw.RWInfo(1, 1, 0.0, 0.234, np.eye(1) * jump)
+            tuner.update(np.array([(-1.0) ** t]), info, np.array([0.1]))
+            t += 1
+        length *= 2
+        verdicts.append((tuner.last_window_pays, tuner.n_steps))
+    assert verdicts[0][0] is True and verdicts[0][1] > 0
+    assert verdicts[1] == (False, verdicts[0][1])
+    assert verdicts[2] == (False, 0) and tuner.final_steps() == 0
