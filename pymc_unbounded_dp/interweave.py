@@ -59,7 +59,7 @@ _BACKENDS = ("auto", "numba", "python")
 #: A step in numba costs at most about this fraction of the same step from Python (measured on
 #: the paper's regression at n = 1000, its nine column sums split by
 #: :func:`~pymc_unbounded_dp._graph.split_column_sums` and, on PyTensor 2, summed inside the
-#: elementwise loop (:mod:`~pymc_unbounded_dp._fused_sums`): 4-5 us on PyTensor 2 (PyMC 5)
+#: elementwise loop (:mod:`~pymc_unbounded_dp._fused_sums`): 3-5 us on PyTensor 2 (PyMC 5)
 #: and 0.9 us on PyTensor 3 (PyMC 6) against 21-29 us for the target's evaluation from Python;
 #: the Python calls between steps are gone). A fixed figure, not a timing, so that seeds
 #: reproduce.
