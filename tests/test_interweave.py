@@ -300,6 +300,19 @@ CASES = {
 
 
 @functools.cache
+def vector_regression_model() -> pm.Model:
+    """The regression model with its two parameters as one vector ``coef = (mu, beta)``."""
+    s_dp = REGRESSION["s_dp"]
+    with pm.Model() as model:
+        coef = pm.Normal("coef", 0.0, 1.0, shape=2)
+        x = pmdp.Records("x", pm.Normal.dist(coef[0], 1.0), n=REGRESSION["n"])
+        y = pmdp.Records("y", pm.Normal.dist(coef[1] * x, 1.0), n=REGRESSION["n"])
+        pmdp.PrivatizedSum("sx", x, pmdp.Laplace(scale=REGRESSION["scales"][0]), observed=s_dp[0])
+        pmdp.PrivatizedSum("sy", y, pmdp.Laplace(scale=REGRESSION["scales"][1]), observed=s_dp[1])
+    return model
+
+
+@functools.cache
 def model_of(family: str, bounded: bool) -> pm.Model:
     """One model per case and worker process, shared by the tests that sample it."""
     return CASES[family][0](bounded)
@@ -534,8 +547,10 @@ def test_forced_move_matches_exact_posterior(family, backend):
 def test_the_numba_and_python_paths_give_the_same_chain(bounded):
     """Same seed, same random numbers: the draws agree up to floating-point order (the two
     compiled targets sum in different orders; NUTS then amplifies 1e-16 differences slowly).
-    Under unbounded DP the latent n is an input of the compiled target that the move holds."""
-    model = model_of("regression", bounded)
+    Under unbounded DP the latent n is an input of the compiled target that the move holds.
+    The bounded case's parameters are a vector ``(mu, beta)`` of length 2 (the numba target reads
+    it from the flat vector by a slice), the unbounded case's two scalars."""
+    model = vector_regression_model() if bounded else model_of("regression", False)
     draws = {}
     for backend in ("python", "numba"):
         idata = pmdp.sample(
@@ -545,8 +560,9 @@ def test_the_numba_and_python_paths_give_the_same_chain(bounded):
             interweave={"n_steps": 10, "backend": backend},
             **{**SAMPLE, "draws": 20, "tune": 0, "chains": 1},
         )
+        names = ("mu", "beta") if not bounded else ("coef",)
         draws[backend] = np.concatenate(
-            [idata["posterior"][k].values.reshape(20, -1) for k in ("mu", "beta")], axis=1
+            [idata["posterior"][k].values.reshape(20, -1) for k in names], axis=1
         )
         accepted = idata["sample_stats"]["interweave_accept_rate"].values
         compiled = idata["sample_stats"]["interweave_compiled"].values
