@@ -123,6 +123,7 @@ class ConjugateGibbs(PackageStep):
         self._names = [rv.name for rv in rvs]
         self._value_names = [v.name for v in self.vars]
         self._all_values = [v.name for v in model.value_vars]
+        self._all_dtypes = [np.dtype(v.dtype) for v in model.value_vars]
         self._read = self._reader(model)
         self._write = self._writer(model, rvs)
 
@@ -152,12 +153,10 @@ class ConjugateGibbs(PackageStep):
         fn = compile_pymc(
             list(model.value_vars), outputs, on_unused_input="ignore", mode=KERNEL_MODE
         )
-        fn.trust_input = True  # the point's values are converted to the value variables' dtypes
-        dtypes = [np.dtype(v.dtype) for v in model.value_vars]
+        fn.trust_input = True  # the arguments are converted by `_value_arguments`
 
         def read(point):
-            args = (np.asarray(point[k], dtype=t) for k, t in zip(self._all_values, dtypes))
-            return dict(zip(names, fn(*args)))
+            return dict(zip(names, fn(*self._value_arguments(point))))
 
         return read
 
@@ -184,15 +183,19 @@ class ConjugateGibbs(PackageStep):
             [*model.value_vars, *placeholders], forward, on_unused_input="ignore", mode=KERNEL_MODE
         )
         fn.trust_input = True  # the arguments are converted to the inputs' dtypes
-        value_dtypes = [np.dtype(v.dtype) for v in model.value_vars]
         dtypes = [np.dtype(rv.dtype) for rv in rvs]
 
         def write(point, new_values):
-            args = [np.asarray(point[k], dtype=t) for k, t in zip(self._all_values, value_dtypes)]
+            args = self._value_arguments(point)
             args += [np.asarray(v, dtype=d) for v, d in zip(new_values, dtypes)]
             return fn(*args)
 
         return write
+
+    def _value_arguments(self, point: dict) -> list[np.ndarray]:
+        """Every value variable's value at ``point``, in the model's order and dtype (the compiled
+        reader and writer trust their inputs)."""
+        return [np.asarray(point[k], dtype=t) for k, t in zip(self._all_values, self._all_dtypes)]
 
     def step(self, point):
         records = {
@@ -308,7 +311,7 @@ def wishart_precision(
     x = _float_array(x)
     p = x.shape[1]
     v_inv = np.eye(p) if scale is None else np.linalg.inv(_float_array(scale))
-    mean = _float_array(np.broadcast_to(np.asarray(mean, dtype=np.float64), (p,)))
+    mean = _float_array(np.broadcast_to(mean, (p,)))
     chol = _kernels.wishart_scale_factor(x, mean, v_inv)
     df = nu + x.shape[0]
     a = np.zeros((p, p))
